@@ -1,0 +1,36 @@
+# dsdoctor task runner: `make run` and `make test` are the two set-up commands.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
+
+.PHONY: run test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# Reinstall when pyproject.toml changes; the stamp files record the last install.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(VENV)/.installed $@
+
+run: $(VENV)/.installed
+	$(BIN)/dsdoctor serve --host $(HOST) --port $(PORT)
+
+test: $(VENV)/.installed-test
+	$(BIN)/python -m pytest
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check .
+
+bench: $(VENV)/.installed-test
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) var bench/out tests/output

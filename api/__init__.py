@@ -1,0 +1,1 @@
+"""REST API, schemas and command line of dsdoctor."""

@@ -1,0 +1,1 @@
+"""Knowledge base: the causal graph (data + loader + inference) and the incident store."""

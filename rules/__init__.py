@@ -1,0 +1,1 @@
+"""Evidence rules: turn logs, metrics, ds_config and versions into observed symptoms."""

@@ -1,0 +1,92 @@
+"""What evidence extraction produces: observed symptoms with where and when they were seen."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class LineRef:
+    """One evidence line with the context parsed from its prefix."""
+
+    source: str  # logs[].source, or "description" / "config" / "metrics" / "environment"
+    lineno: int  # 1-based line number within that source
+    text: str  # the line (redacted, truncated to a sane length)
+    rank: int | None = None  # global rank when known
+    local_rank: int | None = None
+    node: str | None = None  # host / node name when known
+    pid: int | None = None
+    time: str | None = None  # ISO 8601 when a timestamp was parsed
+    rule: str | None = None  # rule or check that produced it
+    fields: dict[str, Any] = field(default_factory=dict)  # captured fields
+
+
+@dataclass
+class ObservedSymptom:
+    """A knowledge-base symptom seen in the evidence (one fact, however many lines show it)."""
+
+    id: str  # symptom id, e.g. "s.cuda_oom"
+    count: int = 0  # number of lines / findings
+    ranks: set[int] = field(default_factory=set)
+    nodes: set[str] = field(default_factory=set)
+    first_seen: str | None = None  # earliest timestamp (ISO) when known
+    first_order: int = 0  # global order of the first line (for "first" without timestamps)
+    lines: list[LineRef] = field(default_factory=list)  # a bounded sample, first lines first
+    rules: set[str] = field(default_factory=set)
+    reliability: float = 1.0  # < 1 for soft evidence (free-text matches)
+    secondary: bool = False  # a victim of an earlier error (cascade), not an origin
+    fields: dict[str, Any] = field(default_factory=dict)  # merged captured fields of the first line
+
+
+@dataclass
+class ConfigFinding:
+    id: str
+    severity: str  # error | warning | info
+    message: dict[str, str]  # {"en": ..., "zh": ...}
+    key_path: str  # e.g. "zero_optimization.stage"
+    symptom: str | None = None  # the symptom it asserts
+
+
+@dataclass
+class FirstError:
+    rank: int | None
+    node: str | None
+    time: str | None
+    line: str
+    source: str
+    lineno: int
+    symptom: str | None = None
+    rule: str | None = None
+
+
+@dataclass
+class JobContext:
+    """Facts that gate causes in or out (None = unknown)."""
+
+    precision: str | None = None  # fp16 | bf16 | fp32
+    zero_stage: int | None = None
+    offload: bool | None = None
+    nodes: int | None = None
+    world_size: int | None = None
+    gpu: str | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Extraction:
+    """Everything the rules layer learned from one evidence document."""
+
+    symptoms: dict[str, ObservedSymptom] = field(default_factory=dict)
+    absent: set[str] = field(default_factory=set)  # symptoms known absent (a person said no)
+    supplied_sources: set[str] = field(default_factory=set)  # logs, dmesg, nvidia-smi, metrics, config, environment, description
+    first_error: FirstError | None = None
+    scope: str = "unknown"  # single-rank | single-node | multi-node | global | unknown
+    phase: str = "unknown"  # launch | first-step | steady | checkpoint | eval | exit | unknown
+    ranks_seen: set[int] = field(default_factory=set)  # every rank that printed anything
+    nodes_seen: set[str] = field(default_factory=set)
+    context: JobContext = field(default_factory=JobContext)
+    config_findings: list[ConfigFinding] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # e.g. unknown observation keys
+    bytes_processed: int = 0
+    lines_processed: int = 0

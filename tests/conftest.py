@@ -1,0 +1,18 @@
+"""Shared fixtures: an isolated data directory for every test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def dsdoctor_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test writes into its own DSDOCTOR_HOME and sees no site overlays."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("DSDOCTOR_HOME", str(home))
+    monkeypatch.delenv("DSDOCTOR_KB_PATH", raising=False)
+    return home
