@@ -2,22 +2,86 @@
 
 from __future__ import annotations
 
+import json
+import sys
+
 import click
+
+from api.evidence_files import build_evidence, parse_observe
+
+PROGRESS_THRESHOLD = 4 * 1024 * 1024  # show a progress bar for inputs above this size
 
 
 @click.command()
-@click.argument("logs", nargs=-1, type=click.Path(dir_okay=False))
-@click.option("--evidence", type=click.Path(dir_okay=False), help="An evidence document (JSON).")
+@click.argument("logs", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--evidence", "evidence_path", type=click.Path(dir_okay=False), help="An evidence document (JSON, see the README).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="The ds_config.json the job used.")
-@click.option("--metrics", "metrics_path", type=click.Path(dir_okay=False), help="Per-step metrics (JSON, JSON Lines or CSV).")
+@click.option("--metrics", "metrics_path", type=click.Path(dir_okay=False), help="Per-step metrics: JSON array, JSON Lines or CSV (name,rank,step,value).")
 @click.option("--describe", "description", help="Free-text description of what happened (English or Chinese).")
-@click.option("--observe", multiple=True, help="A known fact: EXPERIMENT=OUTCOME, SYMPTOM or !SYMPTOM (repeatable).")
+@click.option("--observe", multiple=True, help="A known fact: x.EXPERIMENT=OUTCOME, s.SYMPTOM or !s.SYMPTOM (repeatable).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
-@click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
-@click.option("--top", default=5, show_default=True, type=int, help="How many causes to show.")
-def diagnose(logs, evidence, config_path, metrics_path, description, observe, fmt, lang, top) -> None:
+@click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True, help="Language of human output.")
+@click.option("--top", default=5, show_default=True, type=click.IntRange(1, 50), help="How many causes to show.")
+def diagnose(logs, evidence_path, config_path, metrics_path, description, observe, fmt, lang, top) -> None:
     """Rank the root causes of a failed job and propose the next isolation experiment.
 
-    Example: dsdoctor diagnose rank*.log --config ds_config.json --lang en
+    LOG files are streamed (any size); '-' reads standard input. Each line's rank, node and time
+    are parsed from its prefix, so one file may mix many ranks.
+
+    \b
+    Examples:
+      dsdoctor diagnose seed_cases/*/rank*.log
+      dsdoctor diagnose train.log --config ds_config.json --describe "只有 3 号卡 OOM" --lang zh
+      dsdoctor diagnose --evidence evidence.json --format json
+      dsdoctor diagnose train.log --observe x.single_gpu_repro=does_not_reproduce
     """
-    raise click.ClickException("diagnose is not available yet")
+    from api.render import render_markdown, render_text
+    from kb.diagnosis import diagnose as run_diagnosis
+
+    evidence, log_files = build_evidence(logs, evidence_path, config_path, metrics_path, description)
+    if observe:
+        evidence.setdefault("observations", {}).update(parse_observe(observe))
+    site_counts, similar = _site_history()
+    total = sum(p.stat().st_size for _, p in log_files)
+    with _progress(total) as advance:
+        result = run_diagnosis(evidence, log_files=log_files, lang=lang, top=top, progress=advance,
+                               site_counts=site_counts, similar=similar)
+    if fmt == "json":
+        click.echo(json.dumps(result, ensure_ascii=False, indent=2))
+    elif fmt == "markdown":
+        click.echo(render_markdown(result, lang), nl=False)
+    else:
+        click.echo(render_text(result, lang), nl=False)
+
+
+def _site_history():
+    """Site priors and similar incidents from an existing incident store (never created here)."""
+    try:
+        from kb.incidents.hooks import site_history
+    except ImportError:
+        return None, None
+    return site_history()
+
+
+class _progress:
+    """A rich progress bar on stderr for big inputs on a terminal; a no-op otherwise."""
+
+    def __init__(self, total: int):
+        self.total = total
+        self.bar = None
+
+    def __enter__(self):
+        if self.total < PROGRESS_THRESHOLD or not sys.stderr.isatty():
+            return None
+        from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+        self.bar = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                            TransferSpeedColumn(), transient=True)
+        self.bar.start()
+        task = self.bar.add_task("reading logs", total=self.total)
+        return lambda n: self.bar.advance(task, n)
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.stop()
+        return False

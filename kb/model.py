@@ -71,6 +71,7 @@ class Cause:
     site_count: int = 0  # confirmed incidents at this site (filled from the incident store)
     file: str = ""
     line: int = 0
+    status: str = "active"  # active | deprecated (kept so its ID is never reused)
 
 
 @dataclass
@@ -83,6 +84,7 @@ class Mechanism:
     references: list[str]
     file: str = ""
     line: int = 0
+    status: str = "active"  # active | deprecated (kept so its ID is never reused)
 
 
 @dataclass
@@ -99,6 +101,7 @@ class Symptom:
     references: list[str] = field(default_factory=list)
     file: str = ""
     line: int = 0
+    status: str = "active"  # active | deprecated (kept so its ID is never reused)
 
 
 @dataclass
@@ -121,6 +124,7 @@ class Experiment:
     references: list[str]
     file: str = ""
     line: int = 0
+    status: str = "active"  # active | deprecated (kept so its ID is never reused)
 
     def outcome_probabilities(self, cause_id: str) -> dict[str, float]:
         """P(outcome | cause), falling back to ``default`` for causes it does not bear on."""
@@ -140,6 +144,10 @@ class KnowledgeBase:
     experiments: dict[str, Experiment]
     graph: Any  # networkx.DiGraph: cause -> mechanism -> symptom, edge attr `strength`
     sources: list[str] = field(default_factory=list)  # data directories loaded, in order
+    cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)  # derived tables
+    #: cause id -> symptom id -> P(symptom | cause) by noisy-OR over its mechanisms, leak included;
+    #: filled by the loader for reachable symptoms only (an absent key means P = the symptom's leak)
+    likelihoods: dict[str, dict[str, float]] = field(default_factory=dict, repr=False, compare=False)
 
     def node(self, node_id: str) -> Cause | Mechanism | Symptom | Experiment | None:
         for table in (self.causes, self.mechanisms, self.symptoms, self.experiments):

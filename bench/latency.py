@@ -1,0 +1,87 @@
+"""Latency of inference + experiment selection on the whole knowledge base, and of the CLI end to end.
+
+Prints p50/p95 of rank()+propose() over the evidence of every seed case and devset case (many
+repetitions), next to the time of the rules extraction of the same evidence; then the wall time
+of `dsdoctor diagnose` on a generated 1 MB multi-rank log next to `dsdoctor --help` (interpreter
+and import start-up) in the same run.
+
+Usage: python -m bench.latency [--repeat 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def synthetic_log(path: Path, size: int = 1 << 20) -> None:
+    """A multi-rank training log of about ``size`` bytes with a handful of error lines."""
+    rng = random.Random(3)
+    with path.open("w", encoding="utf-8") as fh:
+        written, step = 0, 0
+        while written < size:
+            rank = rng.randrange(64)
+            step += 1
+            line = (f"[rank{rank}]:[2024-05-01 10:{step // 600 % 60:02d}:{step % 60:02d},123] [INFO] [engine.py:2156:_report_progress]"
+                    f" [Rank {rank}] step={step}, skipped=0, lr=[0.0001], mom=[(0.9, 0.95)]\n")
+            fh.write(line)
+            written += len(line)
+        fh.write("[rank5]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 5 has a total "
+                 "capacity of 79.15 GiB of which 1.02 GiB is free. Including non-PyTorch memory, this process has "
+                 "78.11 GiB memory in use. Of the allocated memory 75.20 GiB is allocated by PyTorch, and 1.10 GiB is "
+                 "reserved by PyTorch but unallocated.\n")
+
+
+def main() -> None:
+    from bench.accuracy import devset_cases, seed_cases
+    from kb.inference import EvidenceState, rank
+    from kb.loader import get_kb
+    from kb.planner import propose
+    from rules.extract import extract
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=20)
+    args = parser.parse_args()
+    kb = get_kb()
+    infer_ms, extract_ms = [], []
+    for _, evidence, log_files, _ in seed_cases() + devset_cases():
+        t0 = time.perf_counter()
+        extraction = extract(evidence, log_files=log_files)
+        extract_ms.append(1000 * (time.perf_counter() - t0))
+        state = EvidenceState.from_extraction(extraction)
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            ranking = rank(kb, state)
+            propose(kb, ranking.posterior)
+            infer_ms.append(1000 * (time.perf_counter() - t0))
+    print(f"   {'step':<34} {'p50 ms':>8} {'p95 ms':>8} {'n':>6}")
+    print(f"   {'rank + propose (whole KB)':<34} {statistics.median(infer_ms):>8.2f} {_pct(infer_ms, .95):>8.2f} {len(infer_ms):>6}")
+    print(f"   {'rules extraction (reference)':<34} {statistics.median(extract_ms):>8.2f} {_pct(extract_ms, .95):>8.2f} {len(extract_ms):>6}")
+
+    exe = str(Path(sys.executable).with_name("dsdoctor"))
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "train.log"
+        synthetic_log(log)
+        runs = {"dsdoctor --help (start-up)": [exe, "--help"], "dsdoctor diagnose 1 MB log": [exe, "diagnose", str(log)]}
+        for name, cmd in runs.items():
+            times = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                subprocess.run(cmd, capture_output=True, check=True, cwd=tmp)
+                times.append(1000 * (time.perf_counter() - t0))
+            print(f"   {name:<34} {statistics.median(times):>8.0f} {'':>8} {len(times):>6}")
+
+
+if __name__ == "__main__":
+    main()

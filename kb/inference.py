@@ -1,0 +1,328 @@
+"""Rank root causes: exact single-fault inference over cause -> mechanism -> symptom noisy-OR links.
+
+Hypotheses are the knowledge base's causes plus c0, "something the knowledge base does not
+describe". Under a cause c each of its mechanisms m is active with probability w(c->m),
+independently; a symptom s is then present with probability
+``1 - (1 - leak_s) * prod over active m of (1 - w(m->s))``. Symptoms of one mechanism are
+therefore correlated (one active mechanism explains all of them at once), which is why the
+likelihood sums over the mechanism states instead of multiplying marginals. Under c0 every
+symptom appears only through its leak. Evidence per symptom:
+
+* seen, with reliability r (soft evidence): P(s|z) + (1 - r) * (1 - P(s|z))
+* known absent (a person or an experiment said no): 1 - P(s|z)
+* not seen, although its source was supplied: 1 - a * P(s|z), a = absent_reliability * absence_scale
+
+The posterior is prior x likelihood, normalised over the causes and c0. Each symptom's weight for
+a cause is its log-likelihood ratio against c0, which is what the explanation shows.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kb.model import Cause, KnowledgeBase
+from rules.model import Extraction, JobContext
+
+UNEXPLAINED = "unexplained"
+SETTINGS_FILE = Path(__file__).with_name("engine.yaml")
+
+
+@lru_cache(maxsize=1)
+def engine_settings() -> dict[str, float]:
+    """The engine's numeric settings (kb/engine.yaml)."""
+    with SETTINGS_FILE.open(encoding="utf-8") as fh:
+        return {k: float(v) for k, v in yaml.safe_load(fh).items()}
+
+
+@dataclass
+class EvidenceState:
+    """What is known, per symptom and experiment, in the form the model consumes."""
+
+    present: dict[str, float] = field(default_factory=dict)  # symptom -> reliability in (0, 1]
+    absent: set[str] = field(default_factory=set)  # symptoms known absent
+    supplied: set[str] = field(default_factory=set)  # evidence sources that were supplied
+    outcomes: list[tuple[str, str, bool]] = field(default_factory=list)  # (experiment, outcome, happened)
+    context: JobContext = field(default_factory=JobContext)
+    phase: str = "unknown"
+
+    @classmethod
+    def from_extraction(cls, extraction: Extraction) -> EvidenceState:
+        settings = engine_settings()
+        present: dict[str, float] = {}
+        for sid, obs in extraction.symptoms.items():
+            reliability = obs.reliability
+            if obs.secondary:
+                reliability = min(reliability, settings["secondary_reliability"])
+            present[sid] = max(present.get(sid, 0.0), reliability)
+        return cls(
+            present=present,
+            absent=set(extraction.absent) - set(present),
+            supplied=set(extraction.supplied_sources) | {"derived"},
+            context=extraction.context,
+            phase=extraction.phase,
+        )
+
+
+@dataclass
+class SymptomWeight:
+    symptom: str
+    state: str  # present | absent | unseen
+    weight: float  # log-likelihood ratio against c0 (natural log)
+    likelihood: float  # P(s | cause), marginal
+    mechanism: str | None  # strongest mechanism on the path, when the cause reaches the symptom
+
+
+@dataclass
+class RankedCause:
+    id: str
+    probability: float
+    prior: float
+    log_likelihood_ratio: float
+    weights: list[SymptomWeight]
+    unexplained_present: list[str]  # symptoms seen that this cause does not produce
+    outcome_factors: list[tuple[str, float]]  # (experiment=outcome, log ratio against c0)
+    phase_note: str | None = None
+
+
+@dataclass
+class Ranking:
+    causes: list[RankedCause]  # sorted by descending probability
+    unexplained: float  # posterior of c0
+    ruled_out: list[tuple[str, str]]  # (cause id, reason)
+    posterior: dict[str, float]  # cause id (and UNEXPLAINED) -> probability
+
+
+# ---------------------------------------------------------------- compiled per-cause tables
+
+
+@dataclass
+class _CauseTable:
+    mechanisms: list[tuple[str, float]]  # (mechanism, w(c->m))
+    reach: dict[str, list[tuple[int, float]]]  # symptom -> [(mechanism index, w(m->s))]
+    marginal: dict[str, float]  # symptom -> P(s | c)
+
+
+def _tables(kb: KnowledgeBase) -> dict[str, _CauseTable]:
+    tables = kb.cache.get("inference_tables")
+    if tables is None:
+        tables = {cid: _compile_cause(kb, cause) for cid, cause in kb.causes.items()}
+        kb.cache["inference_tables"] = tables
+    return tables
+
+
+def _compile_cause(kb: KnowledgeBase, cause: Cause) -> _CauseTable:
+    mechanisms = [(mid, w) for mid, w in cause.mechanisms.items() if mid in kb.mechanisms]
+    reach: dict[str, list[tuple[int, float]]] = {}
+    for index, (mid, _) in enumerate(mechanisms):
+        for sid, w_ms in kb.mechanisms[mid].symptoms.items():
+            if sid in kb.symptoms:
+                reach.setdefault(sid, []).append((index, w_ms))
+    marginal = {}
+    for sid, links in reach.items():
+        miss = 1.0 - kb.symptoms[sid].leak
+        for index, w_ms in links:
+            miss *= 1.0 - mechanisms[index][1] * w_ms
+        marginal[sid] = 1.0 - miss
+    return _CauseTable(mechanisms, reach, marginal)
+
+
+def symptom_likelihood(kb: KnowledgeBase, symptom_id: str, cause_id: str) -> float:
+    """Marginal P(symptom | cause) under the noisy-OR model (the leak when it is not reached)."""
+    table = _tables(kb).get(cause_id)
+    if table is not None and symptom_id in table.marginal:
+        return table.marginal[symptom_id]
+    return kb.symptoms[symptom_id].leak
+
+
+# ---------------------------------------------------------------- evidence factors
+
+
+def _factor(p: float, state: str, strength: float) -> float:
+    if state == "present":  # strength = reliability of the observation
+        return p + (1.0 - strength) * (1.0 - p)
+    return max(1e-12, 1.0 - strength * p)  # absent (strength 1) or unseen (strength a)
+
+
+def _evidence_symptoms(kb: KnowledgeBase, ev: EvidenceState) -> dict[str, tuple[str, float]]:
+    """Every symptom that carries evidence, with its state and strength."""
+    scale = engine_settings()["absence_scale"]
+    out: dict[str, tuple[str, float]] = {}
+    for sid, symptom in kb.symptoms.items():
+        if sid in ev.present:
+            out[sid] = ("present", ev.present[sid])
+        elif sid in ev.absent:
+            out[sid] = ("absent", 1.0)
+        elif symptom.source in ev.supplied and symptom.absent_reliability > 0:
+            out[sid] = ("unseen", symptom.absent_reliability * scale)
+    return out
+
+
+def _cause_log_ratio(
+    table: _CauseTable, kb: KnowledgeBase, evidence: dict[str, tuple[str, float]], max_exact: int
+) -> float:
+    """log P(E | c) - log P(E | c0), exact over the states of the relevant mechanisms."""
+    relevant = [sid for sid in table.reach if sid in evidence]
+    if not relevant:
+        return 0.0
+    mech_ids = sorted({i for sid in relevant for i, _ in table.reach[sid]})
+    leak_log = sum(math.log(_factor(kb.symptoms[s].leak, *evidence[s])) for s in relevant)
+    if len(mech_ids) > max_exact:  # independent-marginal fallback
+        total = sum(math.log(_factor(table.marginal[s], *evidence[s])) for s in relevant)
+        return total - leak_log
+    weights = [table.mechanisms[i][1] for i in mech_ids]
+    position = {m: k for k, m in enumerate(mech_ids)}
+    links = [
+        (kb.symptoms[s].leak, evidence[s], [(position[i], w) for i, w in table.reach[s]]) for s in relevant
+    ]
+    total = 0.0
+    for state in itertools.product((False, True), repeat=len(mech_ids)):
+        p_state = 1.0
+        for active, w in zip(state, weights, strict=True):
+            p_state *= w if active else 1.0 - w
+        if p_state == 0.0:
+            continue
+        product = p_state
+        for leak, (kind, strength), mech_links in links:
+            miss = 1.0 - leak
+            for k, w_ms in mech_links:
+                if state[k]:
+                    miss *= 1.0 - w_ms
+            product *= _factor(1.0 - miss, kind, strength)
+        total += product
+    return math.log(max(total, 1e-300)) - leak_log
+
+
+# ---------------------------------------------------------------- priors and context
+
+
+def gate(cause: Cause, context: JobContext, phase: str) -> tuple[float, str | None]:
+    """Context factor for a cause: 0 with the reason when it cannot apply, a soft factor otherwise."""
+    ctx = cause.context
+    if ctx.precision and context.precision and context.precision not in ctx.precision:
+        return 0.0, f"needs {'/'.join(ctx.precision)} but the job runs {context.precision}"
+    if ctx.zero_stage is not None and context.zero_stage is not None and context.zero_stage not in ctx.zero_stage:
+        return 0.0, f"needs ZeRO stage {ctx.zero_stage} but the job uses stage {context.zero_stage}"
+    if ctx.offload and context.offload is False:
+        return 0.0, "needs ZeRO offload, which the config does not enable"
+    if ctx.min_nodes and context.nodes is not None and context.nodes < ctx.min_nodes:
+        return 0.0, f"needs at least {ctx.min_nodes} nodes; the job ran on {context.nodes}"
+    if ctx.min_world_size and context.world_size is not None and context.world_size < ctx.min_world_size:
+        return 0.0, f"needs at least {ctx.min_world_size} ranks; the job ran {context.world_size}"
+    if ctx.phases and phase not in ("unknown", "", None) and phase not in ctx.phases:
+        return engine_settings()["phase_mismatch_factor"], f"usually shows at {', '.join(ctx.phases)}, not {phase}"
+    return 1.0, None
+
+
+def site_priors(kb: KnowledgeBase, site_counts: dict[str, int] | None) -> dict[str, float]:
+    """Knowledge-base priors updated with this site's confirmed incidents (Dirichlet posterior mean)."""
+    base = {cid: c.prior for cid, c in kb.causes.items()}
+    total = sum(base.values()) or 1.0
+    counts = {cid: n for cid, n in (site_counts or {}).items() if cid in base and n > 0}
+    strength = engine_settings()["site_prior_strength"]
+    n_total = sum(counts.values())
+    return {cid: (strength * p / total + counts.get(cid, 0)) / (strength + n_total) for cid, p in base.items()}
+
+
+# ---------------------------------------------------------------- ranking
+
+
+def rank(kb: KnowledgeBase, ev: EvidenceState, site_counts: dict[str, int] | None = None) -> Ranking:
+    """Posterior over every cause and c0, with each cause's weights for and against."""
+    settings = engine_settings()
+    evidence = _evidence_symptoms(kb, ev)
+    tables = _tables(kb)
+    priors = site_priors(kb, site_counts)
+    temper = settings["temper"]
+    max_exact = int(settings["max_exact_mechanisms"])
+
+    scores: dict[str, float] = {}
+    notes: dict[str, str | None] = {}
+    ruled_out: list[tuple[str, str]] = []
+    outcome_logs: dict[str, list[tuple[str, float]]] = {}
+    for cid, cause in kb.causes.items():
+        factor, reason = gate(cause, ev.context, ev.phase)
+        if factor == 0.0 or priors[cid] <= 0.0:
+            ruled_out.append((cid, reason or "prior is zero"))
+            continue
+        notes[cid] = reason
+        llr = temper * _cause_log_ratio(tables[cid], kb, evidence, max_exact)
+        outcome_logs[cid] = _outcome_log_ratios(kb, cid, ev.outcomes)
+        llr += sum(v for _, v in outcome_logs[cid])
+        scores[cid] = math.log(priors[cid] * factor * (1.0 - settings["unexplained_prior"])) + llr
+    scores[UNEXPLAINED] = math.log(settings["unexplained_prior"]) + temper * _unexplained_log_ratio(kb, evidence)
+
+    top = max(scores.values())
+    weights = {k: math.exp(v - top) for k, v in scores.items()}
+    norm = sum(weights.values())
+    posterior = {k: w / norm for k, w in weights.items()}
+
+    ranked = [
+        RankedCause(
+            id=cid,
+            probability=posterior[cid],
+            prior=priors[cid],
+            log_likelihood_ratio=scores[cid] - math.log(priors[cid] * (1.0 - settings["unexplained_prior"])),
+            weights=_explain(kb, tables[cid], evidence),
+            unexplained_present=sorted(s for s in ev.present if s in kb.symptoms and s not in tables[cid].reach),
+            outcome_factors=outcome_logs[cid],
+            phase_note=notes[cid],
+        )
+        for cid in scores
+        if cid != UNEXPLAINED
+    ]
+    ranked.sort(key=lambda r: (-r.probability, r.id))
+    return Ranking(ranked, posterior[UNEXPLAINED], sorted(ruled_out), posterior)
+
+
+def _unexplained_log_ratio(kb: KnowledgeBase, evidence: dict[str, tuple[str, float]]) -> float:
+    """log P(E | c0) against the leak-only baseline: seen symptoms get the background rate."""
+    background = engine_settings()["unexplained_background"]
+    total = 0.0
+    for sid, (state, strength) in evidence.items():
+        leak = kb.symptoms[sid].leak
+        if state == "present" and background > leak and kb.symptoms[sid].severity != "info":
+            total += math.log(_factor(background, state, strength)) - math.log(_factor(leak, state, strength))
+    return total
+
+
+def _outcome_log_ratios(kb: KnowledgeBase, cause_id: str, outcomes: list[tuple[str, str, bool]]):
+    out = []
+    for exp_id, outcome, happened in outcomes:
+        experiment = kb.experiments.get(exp_id)
+        if experiment is None:
+            continue
+        p_c = experiment.outcome_probabilities(cause_id).get(outcome, 0.0)
+        p_0 = experiment.default.get(outcome, 0.0)
+        if not happened:
+            p_c, p_0 = 1.0 - p_c, 1.0 - p_0
+        out.append((f"{exp_id}={outcome}", math.log(max(p_c, 1e-6)) - math.log(max(p_0, 1e-6))))
+    return out
+
+
+def _explain(kb: KnowledgeBase, table: _CauseTable, evidence: dict[str, tuple[str, float]]) -> list[SymptomWeight]:
+    out = []
+    for sid, (state, strength) in evidence.items():
+        if sid not in table.reach:
+            continue
+        p_c = table.marginal[sid]
+        weight = math.log(_factor(p_c, state, strength)) - math.log(_factor(kb.symptoms[sid].leak, state, strength))
+        if abs(weight) < 0.05:
+            continue
+        best = max(table.reach[sid], key=lambda link: table.mechanisms[link[0]][1] * link[1])
+        out.append(SymptomWeight(sid, state, weight, p_c, table.mechanisms[best[0]][0]))
+    out.sort(key=lambda w: -abs(w.weight))
+    return out
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Dataclasses of this module as plain JSON-able values (for debugging and tests)."""
+    from dataclasses import asdict, is_dataclass
+
+    return asdict(obj) if is_dataclass(obj) else obj

@@ -1,0 +1,99 @@
+"""Choose the next isolation experiment: expected information gain per unit of cost.
+
+For an experiment e with outcomes o and P(o | c) from the knowledge base (its ``default`` for
+causes it does not bear on, and for c0), P(o) = sum_c P(o | c) P(c); the posterior after o
+follows by Bayes, and IG(e) = H(P) - sum_o P(o) H(P | o). Experiments are ranked by
+IG(e) / cost(e), with cost in GPU-minutes (at least one). Experiments whose outcome is already
+known are skipped.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kb.inference import UNEXPLAINED
+from kb.model import Experiment, KnowledgeBase
+
+
+@dataclass
+class OutcomeForecast:
+    id: str
+    probability: float  # P(outcome) under the current posterior
+    leading_cause: str  # the most probable cause if this outcome comes back
+    leading_probability: float
+
+
+@dataclass
+class Proposal:
+    experiment: Experiment
+    information_gain: float  # bits
+    score: float  # bits per GPU-minute
+    separates: list[str]  # top causes whose expected outcomes differ
+    outcomes: list[OutcomeForecast]
+
+
+def entropy(dist: dict[str, float]) -> float:
+    """Shannon entropy in bits."""
+    return -sum(p * math.log2(p) for p in dist.values() if p > 0)
+
+
+def _outcome_table(experiment: Experiment, posterior: dict[str, float]) -> dict[str, dict[str, float]]:
+    """outcome -> (cause -> P(outcome | cause) * P(cause))."""
+    table: dict[str, dict[str, float]] = {o.id: {} for o in experiment.outcomes}
+    for cause, p in posterior.items():
+        if p <= 0:
+            continue
+        dist = experiment.default if cause == UNEXPLAINED else experiment.outcome_probabilities(cause)
+        for outcome, p_o in dist.items():
+            if outcome in table:
+                table[outcome][cause] = p_o * p
+    return table
+
+
+def information_gain(experiment: Experiment, posterior: dict[str, float]) -> tuple[float, list[OutcomeForecast]]:
+    """Expected reduction of the entropy of the cause distribution, and the outcome forecasts."""
+    h_now = entropy(posterior)
+    expected = 0.0
+    forecasts = []
+    for outcome, joint in _outcome_table(experiment, posterior).items():
+        p_o = sum(joint.values())
+        if p_o <= 0:
+            continue
+        after = {c: v / p_o for c, v in joint.items()}
+        expected += p_o * entropy(after)
+        lead = max(after, key=lambda c: (after[c], c))
+        forecasts.append(OutcomeForecast(outcome, p_o, lead, after[lead]))
+    return max(0.0, h_now - expected), forecasts
+
+
+def separated_causes(experiment: Experiment, posterior: dict[str, float], limit: int = 6) -> list[str]:
+    """Leading causes whose most likely outcome under this experiment differs from another's."""
+    leaders = [c for c, p in sorted(posterior.items(), key=lambda kv: -kv[1]) if c != UNEXPLAINED and p >= 0.01]
+    leaders = leaders[:limit]
+    expected = {}
+    for cause in leaders:
+        dist = experiment.outcome_probabilities(cause)
+        expected[cause] = max(dist, key=lambda o: dist[o]) if dist else None
+    if len(set(expected.values())) < 2:
+        return []
+    return leaders
+
+
+def propose(
+    kb: KnowledgeBase, posterior: dict[str, float], done: set[str] | None = None, top: int = 3
+) -> list[Proposal]:
+    """The ``top`` experiments by information gain per GPU-minute, skipping those already run."""
+    done = done or set()
+    proposals = []
+    for experiment in kb.experiments.values():
+        if experiment.id in done:
+            continue
+        gain, forecasts = information_gain(experiment, posterior)
+        if gain < 1e-3:
+            continue
+        proposals.append(
+            Proposal(experiment, gain, gain / experiment.cost, separated_causes(experiment, posterior), forecasts)
+        )
+    proposals.sort(key=lambda p: (-p.score, p.experiment.id))
+    return proposals[:top]

@@ -1,0 +1,121 @@
+"""The ranking model: local vs global anomalies, context gates, negative evidence, site priors."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from kb.inference import UNEXPLAINED, EvidenceState, rank, symptom_likelihood
+from kb.planner import information_gain, propose
+from rules.model import JobContext
+from tests.kbfactory import build, cause, nan_kb, symptom
+
+
+def _ev(present=(), absent=(), supplied=("logs",), **kw) -> EvidenceState:
+    return EvidenceState(present={s: 1.0 for s in present}, absent=set(absent), supplied=set(supplied), **kw)
+
+
+def test_nan_on_one_rank_points_at_local_causes_not_the_learning_rate():
+    kb = nan_kb()
+    ranking = rank(kb, _ev(["s.loss_nan", "s.nan_subset_ranks", "s.scope_single_rank"],
+                           absent=["s.scope_global", "s.nan_all_ranks"]))
+    order = [c.id for c in ranking.causes]
+    assert set(order[:2]) == {"data.corrupt_sample", "hardware.silent_data_corruption"}
+    assert ranking.posterior["compute.lr_divergence"] < 0.02
+
+
+def test_nan_on_every_rank_points_at_global_divergence():
+    kb = nan_kb()
+    ranking = rank(kb, _ev(["s.loss_nan", "s.nan_all_ranks", "s.scope_global"],
+                           absent=["s.scope_single_rank", "s.nan_subset_ranks"]))
+    assert ranking.causes[0].id == "compute.lr_divergence"
+
+
+def test_context_gate_rules_out_fp16_overflow_without_fp16():
+    kb = nan_kb()
+    ranking = rank(kb, _ev(["s.loss_nan", "s.scope_global", "s.nan_all_ranks"],
+                           context=JobContext(precision="bf16")))
+    assert "compute.fp16_overflow" not in ranking.posterior
+    reasons = dict(ranking.ruled_out)
+    assert "fp16" in reasons["compute.fp16_overflow"] and "bf16" in reasons["compute.fp16_overflow"]
+
+
+def test_absence_of_a_characteristic_symptom_counts_against_its_cause():
+    kb = nan_kb()
+    seen = ["s.loss_nan", "s.scope_global", "s.nan_all_ranks"]
+    with_logs = rank(kb, _ev(seen, supplied=("logs",)))
+    without_logs = rank(kb, _ev(seen, supplied=()))
+    # no OVERFLOW lines although logs were supplied: fp16 overflow loses ground
+    assert with_logs.posterior["compute.fp16_overflow"] < without_logs.posterior["compute.fp16_overflow"]
+
+
+def test_one_mechanism_explaining_many_symptoms_is_not_overcounted():
+    """Three symptoms of one mechanism: exact inference sums over the mechanism's state."""
+    kb = build(
+        [cause("memory.a", 0.5, {"m.x": 0.5}), cause("memory.b", 0.5, {"m.y": 0.9})],
+        {"m.x": {"s.1": 0.99, "s.2": 0.99, "s.3": 0.99}, "m.y": {"s.1": 0.5}},
+        [symptom("s.1"), symptom("s.2"), symptom("s.3")],
+    )
+    ranking = rank(kb, _ev(["s.1", "s.2", "s.3"]))
+    a = next(c for c in ranking.causes if c.id == "memory.a")
+    # exact: P(E|a) ≈ w(a->m.x) * 0.99^3 ≈ 0.485; the product of marginals would give 0.495^3 ≈ 0.12
+    p_e_given_a = math.exp(a.log_likelihood_ratio / 0.85) * 0.01**3
+    assert p_e_given_a == pytest.approx(0.5 * 0.99**3, rel=0.05)
+
+
+def test_marginal_likelihood_is_noisy_or_with_leak():
+    kb = nan_kb()
+    expected = 1 - (1 - 0.01) * (1 - 0.9 * 0.85)
+    assert symptom_likelihood(kb, "s.nan_all_ranks", "compute.lr_divergence") == pytest.approx(expected)
+    assert symptom_likelihood(kb, "s.same_node_repeatedly", "compute.lr_divergence") == 0.01
+
+
+def test_unexplained_dominates_when_no_cause_produces_what_was_seen():
+    kb = build([cause("memory.a", 1.0, {"m.x": 0.9})], {"m.x": {"s.1": 0.9}},
+               [symptom("s.1"), symptom("s.2"), symptom("s.3")])
+    explained = rank(kb, _ev(["s.1"]))
+    assert explained.causes[0].id == "memory.a" and explained.unexplained < 0.1
+    ranking = rank(kb, _ev(["s.2", "s.3"], absent=["s.1"]))
+    assert ranking.unexplained > 0.5
+    assert sum(ranking.posterior.values()) == pytest.approx(1.0)
+
+
+def test_site_history_raises_the_prior_of_confirmed_causes():
+    kb = nan_kb()
+    ev = _ev(["s.loss_nan", "s.nan_subset_ranks", "s.scope_single_rank"])
+    plain = rank(kb, ev)
+    local = rank(kb, ev, site_counts={"hardware.silent_data_corruption": 12})
+    assert local.posterior["hardware.silent_data_corruption"] > plain.posterior["hardware.silent_data_corruption"]
+
+
+def test_experiment_outcome_updates_the_ranking():
+    kb = nan_kb()
+    seen = ["s.loss_nan", "s.nan_subset_ranks", "s.scope_single_rank"]
+    before = rank(kb, _ev(seen))
+    after = rank(kb, _ev(seen, outcomes=[("x.swap_suspect_gpu", "issue_follows_gpu", True)]))
+    assert after.causes[0].id == "hardware.silent_data_corruption"
+    assert after.posterior["hardware.silent_data_corruption"] > before.posterior["hardware.silent_data_corruption"]
+
+
+def test_planner_prefers_the_experiment_that_separates_the_leaders():
+    kb = nan_kb()
+    ranking = rank(kb, _ev(["s.loss_nan", "s.nan_subset_ranks", "s.scope_single_rank"]))
+    proposals = propose(kb, ranking.posterior)
+    assert proposals and proposals[0].experiment.id in {"x.swap_suspect_gpu", "x.fixed_seed_data_order"}
+    assert all(p.experiment.id != "x.useless" for p in proposals)  # no information, however cheap
+    assert set(proposals[0].separates) >= {"data.corrupt_sample", "hardware.silent_data_corruption"}
+
+
+def test_planner_skips_experiments_already_run():
+    kb = nan_kb()
+    ranking = rank(kb, _ev(["s.loss_nan", "s.nan_subset_ranks"]))
+    ids = {p.experiment.id for p in propose(kb, ranking.posterior, done={"x.swap_suspect_gpu"})}
+    assert "x.swap_suspect_gpu" not in ids
+
+
+def test_information_gain_is_zero_when_every_cause_predicts_the_same():
+    kb = nan_kb()
+    gain, forecasts = information_gain(kb.experiments["x.useless"], {"data.corrupt_sample": 0.5, UNEXPLAINED: 0.5})
+    assert gain == pytest.approx(0.0, abs=1e-9)
+    assert sum(f.probability for f in forecasts) == pytest.approx(1.0)
