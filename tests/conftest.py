@@ -16,3 +16,11 @@ def dsdoctor_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("DSDOCTOR_HOME", str(home))
     monkeypatch.delenv("DSDOCTOR_KB_PATH", raising=False)
     return home
+
+
+@pytest.fixture(scope="session")
+def real_kb():
+    """The built-in knowledge base, loaded once for the whole session."""
+    from kb.loader import load_kb
+
+    return load_kb(overlays=[])
