@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     try:
-        cli.main(args=args, prog_name="dsdoctor", standalone_mode=False)
+        rc = cli.main(args=args, prog_name="dsdoctor", standalone_mode=False)
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.Abort:
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         click.echo(f"dsdoctor: internal error: {type(exc).__name__}: {exc} (rerun with --debug)", err=True)
         return 1
-    return 0
+    return rc if isinstance(rc, int) else 0
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ class Problem:
     file: str
     line: int
     message: str
+    severity: str = "error"  # error | warning (lint reports warnings; loading refuses only errors)
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}: {self.message}"
