@@ -247,6 +247,8 @@ def rank(kb: KnowledgeBase, ev: EvidenceState, site_counts: dict[str, int] | Non
     ruled_out: list[tuple[str, str]] = []
     outcome_logs: dict[str, list[tuple[str, float]]] = {}
     for cid, cause in kb.causes.items():
+        if getattr(cause, "status", "active") != "active":
+            continue
         factor, reason = gate(cause, ev.context, ev.phase)
         if factor == 0.0 or priors[cid] <= 0.0:
             ruled_out.append((cid, reason or "prior is zero"))

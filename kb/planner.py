@@ -87,7 +87,7 @@ def propose(
     done = done or set()
     proposals = []
     for experiment in kb.experiments.values():
-        if experiment.id in done:
+        if experiment.id in done or getattr(experiment, "status", "active") != "active":
             continue
         gain, forecasts = information_gain(experiment, posterior)
         if gain < 1e-3:
