@@ -55,12 +55,22 @@ def diagnose(logs, evidence_path, config_path, metrics_path, description, observ
 
 
 def _site_history():
-    """Site priors and similar incidents from an existing incident store (never created here)."""
-    try:
-        from kb.incidents.hooks import site_history
-    except ImportError:
+    """Site priors and similar incidents from an incident store that already exists.
+
+    The command line never creates or seeds a store (that would index Chinese seed text and pay
+    for loading jieba on a diagnosis that has no Chinese in it).
+    """
+    from api.settings import home
+    from kb.incidents.store import IncidentStore
+
+    store = IncidentStore.open_existing(home())
+    if store is None:
         return None, None
-    return site_history()
+
+    def similar(symptoms: list[str], text: str) -> list[dict]:
+        return store.similar(symptoms=symptoms, text=text, limit=3) if (symptoms or text) else []
+
+    return store.site_cause_counts(), similar
 
 
 class _progress:
