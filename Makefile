@@ -23,7 +23,12 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 run: $(VENV)/.installed
 	$(BIN)/dsdoctor serve --host $(HOST) --port $(PORT)
 
+# The browser tests drive Debian's Chromium; install it when missing (root with apt-get),
+# otherwise they skip and say so.
 test: $(VENV)/.installed-test
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium fonts-noto-cjk >/dev/null; } || \
+	  echo "no chromium: browser tests will skip"
 	$(BIN)/python -m pytest
 
 lint: $(VENV)/.installed-test

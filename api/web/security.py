@@ -1,0 +1,195 @@
+"""Security of the web pages: the session secret, CSRF tokens, sign-in with an API token, headers.
+
+* The session is Flask's signed cookie (HttpOnly, SameSite=Lax). Its key is 32 random bytes in
+  ``DSDOCTOR_HOME/web-secret.key`` (mode 0600), made on first use; every worker reads the same file.
+* Sign-in: when API tokens exist, an engineer pastes one token once. The session keeps only its
+  SHA-256 (the form ``tokens.db`` stores), never the token, and every request checks it again, so a
+  revoked token stops working on the next page.
+* CSRF: one random token per session, sent in a hidden field of every form and compared in constant
+  time on every POST of the web pages.
+* Every web response carries a strict Content-Security-Policy: no inline script or style anywhere.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from flask import Flask, Response, request, session
+
+from api.tokens import hash_token
+
+SECRET_FILE = "web-secret.key"
+SESSION_COOKIE = "dsdoctor_session"
+CSRF_FIELD = "csrf_token"
+CSRF_HEADER = "X-CSRF-Token"
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "same-origin",
+    "Cross-Origin-Opener-Policy": "same-origin",
+}
+
+
+# ---------------------------------------------------------------- the session key
+
+
+def load_secret_key(home: Path) -> bytes:
+    """The session signing key of this data directory, created (0600) on first use.
+
+    Safe when several workers start at once: the first to create the file wins, the others read it.
+    """
+    path = Path(home) / SECRET_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return _read_key(path)
+    key = secrets.token_bytes(32)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(key.hex().encode("ascii"))
+    return key
+
+
+def _read_key(path: Path) -> bytes:
+    for _ in range(50):  # another worker may be between create and write
+        text = path.read_text(encoding="ascii").strip()
+        if len(text) == 64:
+            return bytes.fromhex(text)
+        time.sleep(0.02)
+    raise RuntimeError(f"{path} does not hold a 64-hex-digit session key; delete it to make a new one")
+
+
+def configure_session(app: Flask, home: Path) -> None:
+    """Give the app its session key and safe cookie settings (an explicit SECRET_KEY is kept)."""
+    if not app.config.get("SECRET_KEY"):
+        app.config["SECRET_KEY"] = load_secret_key(home)
+    app.config.setdefault("SESSION_COOKIE_NAME", SESSION_COOKIE)
+    if app.config.get("SESSION_COOKIE_NAME") == "session":
+        app.config["SESSION_COOKIE_NAME"] = SESSION_COOKIE
+    app.config["SESSION_COOKIE_HTTPONLY"] = True
+    app.config["SESSION_COOKIE_SAMESITE"] = "Lax"
+
+
+# ---------------------------------------------------------------- CSRF
+
+
+def csrf_token() -> str:
+    """This session's CSRF token (made on first use)."""
+    token = session.get("csrf")
+    if not isinstance(token, str) or len(token) < 32:
+        token = secrets.token_urlsafe(32)
+        session["csrf"] = token
+    return token
+
+
+def csrf_ok() -> bool:
+    """True when the POST carries this session's CSRF token (form field or header)."""
+    expected = session.get("csrf")
+    sent = request.form.get(CSRF_FIELD) or request.headers.get(CSRF_HEADER) or ""
+    if not isinstance(expected, str) or not expected or not sent:
+        return False
+    return hmac.compare_digest(expected.encode("utf-8"), sent.encode("utf-8", errors="replace"))
+
+
+# ---------------------------------------------------------------- who is signed in
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """Who is looking at the page: a token (by name and scopes), or the open development mode."""
+
+    name: str
+    scopes: tuple[str, ...]
+    open_mode: bool = False
+
+    def allows(self, scope: str) -> bool:
+        return scope in self.scopes or "admin" in self.scopes
+
+
+OPEN_VIEWER = Viewer(name="", scopes=("admin",), open_mode=True)
+
+
+def _authenticator():
+    from api.web.backend import authenticator
+
+    return authenticator()
+
+
+def auth_required() -> bool:
+    """True when pages need a signed-in token (tokens exist, or the bind is not open)."""
+    return not _authenticator().is_open()
+
+
+def current_viewer() -> Viewer | None:
+    """The signed-in viewer, :data:`OPEN_VIEWER` in open mode, or None (sign-in needed)."""
+    auth = _authenticator()
+    if auth.is_open():
+        return OPEN_VIEWER
+    digest = session.get("token_sha256")
+    if not isinstance(digest, str) or len(digest) != 64:
+        return None
+    found: Viewer | None = None
+    for name, stored, scopes, _created, _prefix in _token_rows(auth):
+        if hmac.compare_digest(stored, digest):
+            found = Viewer(name=name, scopes=tuple(scopes.split(",")))
+    return found
+
+
+def _token_rows(auth) -> list[tuple[str, str, str, str, str]]:
+    rows = getattr(auth, "_current_rows", None)  # cached until tokens.db changes
+    return rows() if callable(rows) else auth.store.snapshot()
+
+
+def sign_in(token: str) -> Viewer | None:
+    """Check a pasted token; on success start a fresh session that remembers its hash."""
+    info = _authenticator().identify(token.strip()) if token.strip() else None
+    if info is None:
+        return None
+    lang = session.get("lang")
+    session.clear()
+    session["token_sha256"] = hash_token(token.strip())
+    if lang:
+        session["lang"] = lang
+    csrf_token()  # a new CSRF token for the new session
+    return Viewer(name=info.name, scopes=tuple(info.scopes))
+
+
+def sign_out() -> None:
+    """Forget the token (the language choice stays)."""
+    lang = session.get("lang")
+    session.clear()
+    if lang:
+        session["lang"] = lang
+
+
+def safe_next(target: str | None, default: str) -> str:
+    """``target`` when it is a path on this site (no scheme, no host, no '//'), else ``default``."""
+    if not target or not isinstance(target, str):
+        return default
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return default
+    return target
+
+
+# ---------------------------------------------------------------- headers
+
+
+def add_security_headers(response: Response) -> Response:
+    """after_request hook of the web pages: CSP and friends; pages are never cached by proxies."""
+    for key, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(key, value)
+    if response.mimetype == "text/html":
+        response.headers.setdefault("Cache-Control", "no-store")
+    return response
