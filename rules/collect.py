@@ -1,0 +1,489 @@
+"""Accumulate what matched lines say: symptoms, per-rank first events, streams, numbers.
+
+The extractor calls :meth:`Collector.on_line` for every line a rule confirmed on. Everything
+kept is bounded: a sample of lines per symptom, the first event per (symptom, rank), small
+per-stream state (last timestamp, progress, phase markers, the frames of an open traceback)
+and bounded numeric summaries.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import re2
+
+from rules.context import LineContext, SourceHint
+from rules.matcher import RuleMatch, re2_options
+from rules.model import LineRef, ObservedSymptom
+from rules.numeric import NumericFacts
+from rules.ruleset import Rule
+from rules.units import convert, parse_float, parse_int, parse_size
+
+Participant = tuple[Any, ...]
+
+
+@dataclass
+class SourceState:
+    """One log source being read."""
+
+    index: int
+    name: str
+    hint: SourceHint
+    kinds: set[str] = field(default_factory=set)  # logs / dmesg / nvidia-smi seen in its content
+    lines: int = 0
+    bytes: int = 0
+    other_lines: int = 0  # hit lines that are neither kernel nor nvidia-smi output
+    progress: int = 0  # progress lines in this source (read in full)
+    progress_sampled_out: int = 0  # progress lines counted but not read (sampling of context lines)
+    max_stream_progress: int = 0  # the most progress lines any one participant printed in it
+    max_step: int | None = None
+    last_marker: str | None = None  # the last phase marker any participant printed
+    init_seen: bool = False
+    train_started: bool = False
+    first_progress_time: datetime | None = None
+    last_progress_time: datetime | None = None
+
+
+@dataclass
+class Stream:
+    """What one (source, participant) printed so far: enough context to place an error."""
+
+    last_time: datetime | None = None
+    last_time_year_known: bool = True
+    progress: int = 0  # progress lines seen
+    max_step: int | None = None
+    last_marker: str | None = None  # last phase marker: checkpoint_start/_end, eval_start/_end, exit, train_start
+    init_seen: bool = False
+    train_started: bool = False
+    frames: deque[tuple[int, str, str]] = field(default_factory=lambda: deque(maxlen=64))  # (lineno, func, file)
+    traceback_at: int | None = None  # line of the open "Traceback (most recent call last):"
+
+
+@dataclass
+class Event:
+    """The first line of one symptom on one participant, with the context needed to place it."""
+
+    symptom: str
+    rule: str
+    severity: str
+    secondary: bool
+    rank: int | None
+    node: str | None
+    local_rank: int | None
+    participant: Participant
+    time: datetime | None
+    year_known: bool
+    order: int
+    source: str
+    source_index: int
+    lineno: int
+    text: str
+    fields: dict[str, Any]
+    steps_before: int = 0  # progress seen in the stream before this line
+    max_step: int | None = None
+    last_marker: str | None = None
+    init_seen: bool = False
+    train_started: bool = False
+    frames: tuple[tuple[str, str], ...] = ()  # (func, file), outermost first
+    line_fields: dict[str, Any] = field(default_factory=dict)  # every field captured on the line (markers too)
+    source_progress: int = 0  # the most progress lines one participant of the source printed before this line
+    source_max_step: int | None = None
+    source_marker: str | None = None  # the last phase marker of any participant of the source
+    count: int = 1
+
+
+@dataclass
+class Overflow:
+    rank: int | None
+    order: int
+    step_hint: int  # progress lines seen in the stream when it happened
+    attempted: float | None
+    new: float | None
+
+
+class Collector:
+    """Receives confirmed matches line by line; holds the bounded state the derivation reads."""
+
+    def __init__(self, settings: dict[str, Any]):
+        limits = settings["limits"]
+        self.sample_lines: int = limits["sample_lines"]
+        self.sample_lines_per_rank: int = limits["sample_lines_per_rank"]
+        self.line_chars: int = limits["line_chars"]
+        self.max_gap = settings["traceback"]["max_gap_lines"]
+        self.max_frames = settings["traceback"]["max_frames"]
+        self.derived_only = set(settings["derived_only"])
+        self.oom_symptoms = set(settings["oom_symptoms"])
+        self.overflow_symptoms = set(settings["overflow_symptoms"])
+        fields = settings["fields"]
+        self.step_fields: list[str] = list(fields["step"])
+        self.world_size_fields: list[str] = list(fields["world_size"])
+        self.nodes_fields: list[str] = list(fields["nodes"])
+        self.overflow_attempted: list[str] = list(fields["overflow_attempted"])
+        self.overflow_new: list[str] = list(fields["overflow_new"])
+        self.series_fields: dict[str, dict[str, Any]] = dict(fields["series"])
+        self.node_counts: set[int] = set()
+        self.decided: set[str] = set()  # derived-only symptoms a derivation has ruled on
+        self._process_re = re2.compile(settings["oom"]["other_process_pattern"].encode(),
+                                       re2_options(caseless=False, utf8=False))
+        self.symptoms: dict[str, ObservedSymptom] = {}
+        self.events: dict[tuple[str, Participant], Event] = {}
+        self.streams: dict[tuple[int, Participant], Stream] = {}
+        self.ranks_seen: set[int] = set()
+        self.nodes_seen: set[str] = set()
+        self.rank_nodes: dict[int, str] = {}
+        self.participants: set[Participant] = set()
+        self.world_sizes: list[int] = []
+        self.versions: dict[str, dict[str, str]] = {}  # name -> {node or "?": version}
+        self.numbers = NumericFacts()
+        self.overflow_head: list[Overflow] = []  # the first overflows ...
+        self.overflow_tail: deque[Overflow] = deque(maxlen=2048)  # ... and the last ones
+        self.overflow_count = 0
+        self.progress_epochs: dict[Participant, float] = {}
+        self.derived_inputs: dict[str, list[Event]] = {}  # derived-only symptoms asserted by log rules
+        self.order = 0
+        self.sources: list[SourceState] = []
+        self.years: dict[int, int] = {}  # year -> lines with a full date (for year-less timestamps)
+
+    # ------------------------------------------------------------------ sources
+
+    def begin_source(self, name: str, hint: SourceHint) -> SourceState:
+        state = SourceState(len(self.sources), name, hint)
+        self.sources.append(state)
+        if hint.rank is not None:
+            self.ranks_seen.add(hint.rank)
+            self.participants.add(("r", hint.rank))
+        if hint.node is not None:
+            self.nodes_seen.add(hint.node)
+        return state
+
+    # ------------------------------------------------------------------ lines
+
+    def on_line(self, src: SourceState, line: bytes, lineno: int, ctx: LineContext,
+                matches: list[RuleMatch], lookback: Callable[[], tuple[datetime | None, bool]]) -> None:
+        """Record one hit line (``line`` without newline) and the rules confirmed on it."""
+        self.order += 1
+        order = self.order
+        groups: dict[str, Any] = {}
+        for m in matches:
+            for name, raw in m.groups.items():
+                groups.setdefault(name, convert(raw, m.rule.fields.get(name, "str")))
+        rank = parse_int(groups["rank"]) if "rank" in groups else None
+        if rank is None:
+            rank = ctx.rank if ctx.rank is not None else src.hint.rank
+        node = ctx.node or (groups.get("node") if isinstance(groups.get("node"), str) else None) or src.hint.node
+        local_rank = ctx.local_rank
+        if ctx.kernel:
+            src.kinds.add("dmesg")
+        elif not any(m.rule.marker in ("source_dmesg", "source_nvidia_smi") for m in matches):
+            src.other_lines += 1
+        participant = self._participant(src, rank, node, local_rank)
+        stream = self.streams.get((src.index, participant))
+        if stream is None:
+            stream = self.streams[(src.index, participant)] = Stream()
+        time, year_known = ctx.time, ctx.year_known
+        if time is not None:
+            stream.last_time, stream.last_time_year_known = time, year_known
+            if year_known:
+                self.years[time.year] = self.years.get(time.year, 0) + 1
+
+        symptom_matches = [m for m in matches if m.rule.kind != "marker"]
+        if symptom_matches and time is None:
+            time, year_known = lookback()
+            if time is None and stream.last_time is not None:
+                time, year_known = stream.last_time, stream.last_time_year_known
+
+        frames: tuple[tuple[str, str], ...] = ()
+        if any(m.rule.severity == "error" for m in symptom_matches):
+            frames = self._traceback_frames(stream, lineno)
+
+        step = self._first(groups, self.step_fields)
+        if step is not None:
+            groups.setdefault("step", step)
+        progress_done = False
+        for m in matches:
+            if m.rule.kind != "marker":
+                continue
+            if m.rule.marker == "progress":
+                if progress_done:
+                    continue  # several progress markers on one line are one step
+                progress_done = True
+            self._marker(m, src, stream, participant, node, lineno, groups)
+        if any(m.rule.marker == "overflow" or m.rule.symptom in self.overflow_symptoms for m in matches):
+            self._overflow(groups, rank, order, stream, src)
+        self._facts(groups)
+        self._numbers(groups, rank, order)
+
+        text = None
+        for m in symptom_matches:
+            if text is None:
+                text = self._text(line, m)
+            if m.rule.symptom in self.oom_symptoms and "other_processes" not in groups:
+                groups["other_processes"] = self._other_processes(line)
+            self._symptom(m, src, participant, rank, node, local_rank, time, year_known, order, lineno,
+                          text, groups, stream, frames, ctx.pid)
+
+    def repeat(self, src: SourceState, ctx: LineContext, rules: list[Rule]) -> bool:
+        """Count a line of already-seen rules from an already-seen participant without reading it.
+
+        Returns False (nothing recorded) when the line may be new: a participant this symptom was not
+        seen on yet. The caller then reads the line in full.
+        """
+        rank = ctx.rank if ctx.rank is not None else src.hint.rank
+        node = ctx.node or src.hint.node
+        if rank is not None:
+            key: Participant = ("r", rank)
+        elif node is not None or ctx.local_rank is not None:
+            key = ("n", node if node is not None else f"source:{src.name}", ctx.local_rank)
+        else:
+            key = ("s", src.index)
+        events = []
+        for rule in rules:
+            event = self.events.get((rule.symptom or "", key))
+            if event is None:
+                return False
+            events.append(event)
+        for event in events:
+            event.count += 1
+            obs = self.symptoms.get(event.symptom)
+            if obs is not None:
+                obs.count += 1
+        src.other_lines += 1
+        if ctx.time is not None and ctx.year_known:
+            self.years[ctx.time.year] = self.years.get(ctx.time.year, 0) + 1
+        return True
+
+    def _participant(self, src: SourceState, rank: int | None, node: str | None,
+                     local_rank: int | None) -> Participant:
+        if rank is not None:
+            self.ranks_seen.add(rank)
+            if node is not None:
+                self.rank_nodes.setdefault(rank, node)
+        if node is not None:
+            self.nodes_seen.add(node)
+        if rank is not None:
+            key: Participant = ("r", rank)
+        elif node is not None or local_rank is not None:
+            key = ("n", node if node is not None else f"source:{src.name}", local_rank)
+        else:
+            key = ("s", src.index)
+        if key[0] != "s":
+            self.participants.add(key)
+        return key
+
+    def _text(self, line: bytes, m: RuleMatch) -> str:
+        limit = self.line_chars
+        if len(line) <= limit * 2:
+            raw = line
+        else:  # a window around the match
+            start = max(0, m.start - limit // 4)
+            raw = line[start:start + limit * 2]
+        text = raw.decode("utf-8", "replace").rstrip("\r") if isinstance(raw, bytes) else raw
+        return text if len(text) <= limit else text[:limit] + "…"
+
+    # ------------------------------------------------------------------ markers
+
+    def _marker(self, m: RuleMatch, src: SourceState, stream: Stream, participant: Participant,
+                node: str | None, lineno: int, groups: dict[str, Any]) -> None:
+        kind = m.rule.marker
+        if kind == "progress":
+            stream.progress += 1
+            src.progress += 1
+            src.train_started = True
+            src.max_stream_progress = max(src.max_stream_progress, stream.progress)
+            stream.train_started = True
+            step = parse_int(groups.get("step"))
+            if step is not None:
+                stream.max_step = step if stream.max_step is None else max(stream.max_step, step)
+                src.max_step = step if src.max_step is None else max(src.max_step, step)
+            if stream.last_time is not None:
+                src.first_progress_time = src.first_progress_time or stream.last_time
+                src.last_progress_time = stream.last_time
+            epoch = parse_float(groups.get("epoch"))
+            if epoch is not None:
+                self.progress_epochs.setdefault(participant, epoch)
+        elif kind == "init":
+            stream.init_seen = src.init_seen = True
+        elif kind in ("train_start", "checkpoint_start", "checkpoint_end", "eval_start", "eval_end", "exit"):
+            stream.last_marker = kind
+            src.last_marker = kind
+            if kind == "train_start":
+                stream.train_started = src.train_started = True
+        elif kind == "traceback":
+            stream.traceback_at = lineno
+            stream.frames.clear()
+        elif kind == "frame":
+            if stream.traceback_at is None:  # frames without a header (rich tracebacks, cut logs)
+                stream.traceback_at = lineno
+            elif stream.frames and lineno - stream.frames[-1][0] > self.max_gap:
+                stream.frames.clear()
+                stream.traceback_at = lineno
+            if len(stream.frames) < self.max_frames:
+                stream.frames.append((lineno, str(groups.get("func", "")), str(groups.get("file", ""))))
+        elif kind == "version":
+            for name, value in groups.items():
+                if name.endswith("_version") and isinstance(value, str):
+                    per_node = self.versions.setdefault(name.removesuffix("_version"), {})
+                    if len(per_node) < 4096:
+                        per_node.setdefault(node or f"source:{src.name}", value)
+        elif kind == "source_dmesg":
+            src.kinds.add("dmesg")
+        elif kind == "source_nvidia_smi":
+            src.kinds.add("nvidia-smi")
+
+    @staticmethod
+    def _first(groups: dict[str, Any], names: list[str]) -> int | None:
+        for name in names:
+            if name in groups:
+                value = parse_int(groups[name])
+                if value is not None:
+                    return value
+        return None
+
+    def _overflow(self, groups: dict[str, Any], rank: int | None, order: int, stream: Stream, src: SourceState) -> None:
+        """One fp16 overflow (skipped step) with the attempted and the new loss scale when printed.
+
+        Its position in training is the step number printed so far (any participant of the source), or
+        else the progress lines its own stream printed.
+        """
+        self.overflow_count += 1
+        numbered = [s for s in (stream.max_step, src.max_step) if s is not None]
+        step_hint = max(numbered) if numbered else stream.progress
+        attempted = next((parse_float(groups[n]) for n in self.overflow_attempted if n in groups), None)
+        new = next((parse_float(groups[n]) for n in self.overflow_new if n in groups), None)
+        event = Overflow(rank, order, step_hint, attempted, new)
+        if len(self.overflow_head) < 2048:
+            self.overflow_head.append(event)
+        else:
+            self.overflow_tail.append(event)
+
+    def _facts(self, groups: dict[str, Any]) -> None:
+        """Job-wide facts printed on any line: world size, node count."""
+        size = self._first(groups, self.world_size_fields)
+        if size is not None and 0 < size < 10_000_000 and len(self.world_sizes) < 1024:
+            self.world_sizes.append(size)
+        nodes = self._first(groups, self.nodes_fields)
+        if nodes is not None and 0 < nodes < 1_000_000:
+            self.node_counts.add(nodes)
+
+    def _numbers(self, groups: dict[str, Any], rank: int | None, order: int) -> None:
+        if not groups:
+            return
+        step_value = parse_int(groups.get("step"))
+        step = float(step_value) if step_value is not None else None
+        for name, target in self.series_fields.items():
+            if name in groups:
+                value = parse_float(groups[name])
+                if value is not None:
+                    self.numbers.add(target["series"], rank, value * float(target.get("scale", 1.0)), step, order,
+                                     "logs")
+
+    def _other_processes(self, line: bytes) -> int:
+        """Bytes that other processes hold on the GPU, from an OOM message's per-process list."""
+        total = 0
+        for m in self._process_re.finditer(line[:65536]):
+            raw = {k.decode() if isinstance(k, bytes) else k: v for k, v in m.groupdict().items()}.get("size")
+            size = parse_size(raw.decode("ascii", "replace")) if raw else None
+            total += size or 0
+        return total
+
+    def _traceback_frames(self, stream: Stream, lineno: int) -> tuple[tuple[str, str], ...]:
+        if stream.traceback_at is None or not stream.frames:
+            return ()
+        if lineno - stream.frames[-1][0] > self.max_gap:
+            return ()
+        return tuple((func, file) for _, func, file in stream.frames)
+
+    # ------------------------------------------------------------------ symptoms
+
+    def _symptom(self, m: RuleMatch, src: SourceState, participant: Participant, rank: int | None,
+                 node: str | None, local_rank: int | None, time: datetime | None, year_known: bool,
+                 order: int, lineno: int, text: str, groups: dict[str, Any], stream: Stream,
+                 frames: tuple[tuple[str, str], ...], pid: int | None = None) -> None:
+        rule = m.rule
+        sid = rule.symptom or ""
+        key = (sid, participant)
+        event = self.events.get(key)
+        obs = self.symptoms.get(sid)
+        if event is not None:
+            event.count += 1
+            if obs is not None and (len(obs.lines) >= self.sample_lines or rank in obs.ranks):
+                obs.count += 1  # a further line of a known (symptom, rank): counted, nothing new to keep
+                obs.rules.add(rule.id)
+                return
+        fields = {k: convert(v, rule.fields.get(k, "str")) for k, v in m.groups.items()}
+        if event is None:
+            event = Event(
+                symptom=sid, rule=rule.id, severity=rule.severity, secondary=rule.secondary,
+                rank=rank, node=node, local_rank=local_rank, participant=participant,
+                time=time, year_known=year_known, order=order, source=src.name, source_index=src.index,
+                lineno=lineno, text=text, fields=fields,
+                steps_before=stream.progress, max_step=stream.max_step, last_marker=stream.last_marker,
+                init_seen=stream.init_seen or src.init_seen, train_started=stream.train_started or src.train_started,
+                frames=frames,
+                line_fields=dict(groups), source_progress=src.max_stream_progress, source_max_step=src.max_step,
+                source_marker=src.last_marker,
+            )
+            self.events[key] = event
+        if sid in self.derived_only:
+            inputs = self.derived_inputs.setdefault(sid, [])
+            if event.count == 1 and len(inputs) < 4096:
+                inputs.append(event)
+            return
+        new_rank = False
+        if obs is None:
+            obs = self.symptoms[sid] = ObservedSymptom(id=sid, first_order=order, secondary=rule.secondary,
+                                                       fields=dict(fields))
+        else:
+            obs.secondary = obs.secondary and rule.secondary
+        obs.count += 1
+        obs.rules.add(rule.id)
+        if rank is not None and rank not in obs.ranks:
+            obs.ranks.add(rank)
+            new_rank = True
+        if node is not None:
+            obs.nodes.add(node)
+        last = obs.lines[-1] if obs.lines else None
+        if last is not None and last.lineno == lineno and last.source == src.name:
+            last.fields.update(fields)  # another rule of the same symptom on the same line
+            if last.rule and rule.id not in last.rule.split(","):
+                last.rule += "," + rule.id
+        elif len(obs.lines) < self.sample_lines or (new_rank and len(obs.lines) < self.sample_lines_per_rank):
+            obs.lines.append(LineRef(source=src.name, lineno=lineno, text=text, rank=rank, local_rank=local_rank,
+                                     node=node, pid=pid, time=None, rule=rule.id, fields=fields))
+            obs.lines[-1].time = _iso(time, year_known)  # the year is fixed later if it was missing
+
+    @property
+    def overflows(self) -> list[Overflow]:
+        """Overflow events kept (the first and the last ones of a long run), in order."""
+        return [*self.overflow_head, *self.overflow_tail]
+
+    def observe(self, sid: str, *, source: str, text: str, rule: str | None = None, reliability: float = 1.0,
+                fields: dict[str, Any] | None = None, lineno: int = 0, rank: int | None = None) -> ObservedSymptom:
+        """Assert a symptom found outside log lines (metrics, config, environment, description, derivation)."""
+        obs = self.symptoms.get(sid)
+        if obs is None:
+            self.order += 1
+            obs = self.symptoms[sid] = ObservedSymptom(id=sid, first_order=self.order, reliability=reliability,
+                                                       fields=dict(fields or {}))
+        else:
+            obs.reliability = max(obs.reliability, reliability)
+        obs.count += 1
+        if rule:
+            obs.rules.add(rule)
+        if rank is not None:
+            obs.ranks.add(rank)
+        if len(obs.lines) < self.sample_lines:
+            obs.lines.append(LineRef(source=source, lineno=lineno, text=text[: self.line_chars], rank=rank,
+                                     rule=rule, fields=dict(fields or {})))
+        return obs
+
+
+def _iso(time: datetime | None, year_known: bool) -> str | None:
+    if time is None:
+        return None
+    text = time.isoformat()
+    return text if year_known else "--" + text[5:]  # ISO 8601 without year: --MM-DDThh:mm:ss

@@ -1,0 +1,447 @@
+"""Turn an evidence document (and log files) into an :class:`~rules.model.Extraction`.
+
+Logs are read as bytes in chunks split at newlines (bounded memory for any size); Hyperscan
+scans each chunk once; only lines some rule hits get per-line work (prefix parsing, RE2
+captures, attribution). Then the derivation step (rules/derive.py) reads the collected state
+for the three looks (first error, scope, phase) and the numeric facts, and the metric, config,
+environment and phrase checks add their own symptoms.
+
+Entry points: :func:`extract` (evidence dict + optional log files) and :func:`extract_text`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from kb.errors import DsdoctorError
+from rules import config_checks, derive, env_checks, metrics, phrases
+from rules.collect import Collector, SourceState
+from rules.context import parse_prefix, source_hint
+from rules.loader import default_rules
+from rules.matcher import LineMatcher, cached_matcher
+from rules.model import Extraction
+from rules.ruleset import Rule, RuleSet
+from rules.settings import Settings, load_settings
+
+ProgressCallback = Callable[[int], None]
+
+#: magic numbers of files that are not text logs: (prefix, what it is)
+_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"), (b"GIF8", "a GIF image"),
+    (b"PK\x03\x04", "a ZIP archive"), (b"%PDF", "a PDF document"), (b"\x7fELF", "an ELF binary"),
+    (b"BZh", "a bzip2 archive"), (b"\xfd7zXZ\x00", "an xz archive"), (b"(\xb5/\xfd", "a zstd archive"),
+    (b"7z\xbc\xaf'\x1c", "a 7z archive"), (b"\x93NUMPY", "a NumPy array"), (b"SQLite format 3\x00", "an SQLite database"),
+)
+_GZIP = b"\x1f\x8b"
+
+
+@dataclass
+class _LookbackCache:
+    """Per source: how far back lines were already searched for a timestamp, and what was found."""
+
+    upto: int = -1  # absolute offset up to which lines were searched
+    time: datetime | None = None
+    year_known: bool = True
+
+
+class _Plan:
+    """Per-rule facts of one compiled matcher that the read loop needs."""
+
+    def __init__(self, matcher: LineMatcher, settings: Settings):
+        self.matcher = matcher
+        self.context_only = [_context_only(r, settings) for r in matcher.rules]
+        self.is_progress = [r.marker == "progress" for r in matcher.rules]
+        self.repeatable = [_repeatable(r, anchored, settings) for r, anchored in zip(matcher.rules, matcher.anchored,
+                                                                                        strict=True)]
+        # rules that capture the rank: repeatable when the prefix gives the rank (both name the same process)
+        self.rank_capture = [_repeatable(r, anchored, settings, allow_rank=True) and not rep
+                             for r, anchored, rep in zip(matcher.rules, matcher.anchored, self.repeatable, strict=True)]
+
+
+class _Reader:
+    """Scans one source chunk by chunk and feeds hit lines to the collector.
+
+    Context-only lines (progress, init, memory lines: see ``_context_only``) are sampled: the
+    first ``context_full_lines`` of each kind are read, then every ``context_stride``-th. Past the
+    first ``context_full_chunks`` chunks of a source, only every ``context_chunk_stride``-th chunk
+    is scanned with the full rule set; the others with the "lean" set (no context-only rules),
+    which never reports a progress line at all.
+    """
+
+    def __init__(self, rules: RuleSet, collector: Collector, settings: Settings,
+                 progress: ProgressCallback | None):
+        limits = settings.derive["limits"]
+        self.rules = rules
+        self.settings = settings
+        line_rules = rules.line_rules
+        self.full = _Plan(cached_matcher(rules.fingerprint(line_rules), line_rules, utf8=False), settings)
+        self._lean: _Plan | None = None
+        self.collector = collector
+        self.chunk_bytes: int = limits["chunk_bytes"]
+        self.max_line: int = limits["max_line_bytes"]
+        self.max_rules: int = limits["max_rules_per_line"]
+        self.lookback_bytes: int = limits["lookback_bytes"]
+        self.lookback_lines: int = limits["lookback_lines"]
+        self.progress = progress
+        self.full_lines: int = limits["context_full_lines"]
+        self.stride: int = limits["context_stride"]
+        self.stride_after: int = limits["context_stride_after"]
+        self.stride_late: int = limits["context_stride_late"]
+        self.full_chunks: int = limits["context_full_chunks"]
+        self.chunk_stride: int = limits["context_chunk_stride"]
+        self.repeat_after: int = limits["repeat_after"]
+
+    @property
+    def lean(self) -> _Plan:
+        """The rule set without context-only rules (compiled on first use: only big logs need it)."""
+        if self._lean is None:
+            rules = [r for r, ctx_only in zip(self.full.matcher.rules, self.full.context_only, strict=True)
+                     if not ctx_only]
+            self._lean = _Plan(cached_matcher(RuleSet(rules).fingerprint(), rules, utf8=False), self.settings)
+        return self._lean
+
+    def chunks(self, stream: BinaryIO) -> Iterator[tuple[bytes, int, int]]:
+        """``(buffer, begin, end)``: ``buffer[begin:end]`` is whole lines (a line over ``max_line`` is cut).
+
+        Blocks are used in place (no copy); only a line split across two blocks is joined.
+        """
+        rest = b""
+        while True:
+            data = stream.read(self.chunk_bytes)
+            if not data:
+                if rest:
+                    yield rest, 0, len(rest)
+                return
+            first = data.find(b"\n")
+            if first < 0:
+                rest += data
+                if len(rest) >= self.max_line:
+                    yield rest, 0, len(rest)
+                    rest = b""
+                continue
+            begin = 0
+            if rest:
+                head = rest + data[: first + 1]
+                yield head, 0, len(head)
+                begin = first + 1
+            last = data.rfind(b"\n") + 1
+            if last > begin:
+                yield data, begin, last
+            rest = data[last:]
+            if len(rest) >= self.max_line:
+                yield rest, 0, len(rest)
+                rest = b""
+
+    def read(self, src: SourceState, stream: BinaryIO) -> None:
+        lineno = 0
+        base = 0  # offset in the source of the next chunk
+        cache = _LookbackCache()
+        seen: dict[int, int] = {}
+        self.confirmed: dict[str, int] = {}  # confirmations per rule id in this source
+        for number, (buf, begin, end) in enumerate(self.chunks(stream)):
+            full = number < self.full_chunks or number % self.chunk_stride == 0
+            plan = self.full if full else self.lean
+            lineno = self._chunk(plan, src, buf, begin, end, base - begin, lineno, cache, seen)
+            base += end - begin
+            src.bytes += end - begin
+            if self.progress is not None:
+                self.progress(end - begin)
+        src.lines = lineno
+
+    def _keep(self, count: int) -> bool:
+        if count <= self.full_lines:
+            return True
+        if count <= self.stride_after:
+            return count % self.stride == 0
+        return count % self.stride_late == 0
+
+    def _chunk(self, plan: _Plan, src: SourceState, chunk: bytes, begin: int, limit: int, origin: int,
+               lineno: int, cache: _LookbackCache, seen: dict[int, int]) -> int:
+        """Process the lines in ``chunk[begin:limit]`` (``origin + i`` is the source offset of ``chunk[i]``).
+
+        Return the line count after them.
+        """
+        matcher = plan.matcher
+        whole = begin == 0 and limit == len(chunk)
+        hits = matcher.scan(chunk if whole else memoryview(chunk)[begin:limit])
+        if begin:
+            hits = [(end + begin, index) for end, index in hits]
+        hits.sort()
+        counted = begin
+        i, n = 0, len(hits)
+        confirm = matcher.confirm
+        collector = self.collector
+        context_only = plan.context_only
+        is_progress = plan.is_progress
+        repeatable = plan.repeatable
+        rank_capture = plan.rank_capture
+        rules = matcher.rules
+        confirmed = self.confirmed
+        repeat_after = self.repeat_after
+        while i < n:
+            end, first = hits[i]
+            i += 1
+            if i < n and hits[i][0] == end:
+                indexes = [first]
+                while i < n and hits[i][0] == end:
+                    indexes.append(hits[i][1])
+                    i += 1
+                sampled = all(context_only[k] for k in indexes)
+                key = min(indexes)
+            else:
+                indexes = [first]
+                sampled = context_only[first]
+                key = first
+            if sampled:
+                count = seen[key] = seen.get(key, 0) + 1
+                if count > self.full_lines and not self._keep(count):
+                    if is_progress[key] or any(is_progress[k] for k in indexes):
+                        src.progress_sampled_out += 1
+                    continue
+            start = max(chunk.rfind(b"\n", begin, end) + 1, begin)
+            line = chunk[start:end]
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            ctx = parse_prefix(line)
+            symptom_rules = [k for k in indexes if not context_only[k]]
+            if symptom_rules and all((repeatable[k] or (rank_capture[k] and ctx.rank is not None))
+                                     and confirmed.get(rules[k].id, 0) >= repeat_after for k in symptom_rules) \
+                    and collector.repeat(src, ctx, [rules[k] for k in symptom_rules]):
+                continue  # a line like many before it, from a rank already seen: counted, not re-read
+            lineno += chunk.count(b"\n", counted, start)
+            counted = start
+            if len(indexes) > self.max_rules:
+                indexes = sorted(set(indexes))[: self.max_rules]
+            matches = []
+            for index in indexes:
+                m = confirm(index, line, ctx.message_start)
+                if m is not None:
+                    matches.append(m)
+                    rule_id = m.rule.id
+                    confirmed[rule_id] = confirmed.get(rule_id, 0) + 1
+            if not matches:
+                continue
+            collector.on_line(src, line, lineno + 1, ctx, matches,
+                              lambda s=start: self._lookback(chunk, s, begin, origin, cache))
+        return lineno + chunk.count(b"\n", counted, limit)
+
+    def _lookback(self, chunk: bytes, start: int, begin: int, origin: int,
+                  cache: _LookbackCache) -> tuple[datetime | None, bool]:
+        """The timestamp of the nearest earlier line that has one (bounded search, cached per source)."""
+        floor = max(begin, start - self.lookback_bytes, cache.upto - origin)
+        pos = start - 1  # the newline ending the previous line
+        found: tuple[datetime | None, bool] | None = None
+        for _ in range(self.lookback_lines):
+            if pos <= floor:
+                break
+            newline = chunk.rfind(b"\n", floor, pos)
+            if newline < 0 and floor != begin:
+                break  # the window starts inside a line
+            prev = newline + 1 if newline >= 0 else begin
+            ctx = parse_prefix(chunk[prev:pos])
+            if ctx.time is not None:
+                found = (ctx.time, ctx.year_known)
+                break
+            pos = prev - 1
+        if found is not None:
+            cache.time, cache.year_known = found
+        cache.upto = origin + start
+        return (cache.time, cache.year_known) if cache.time is not None else (None, True)
+
+
+_SAMPLED_MARKERS = frozenset({"progress", "init", "memory", "world_size", "version", "source_dmesg",
+                               "source_nvidia_smi"})
+
+
+def _context_only(rule: Rule, settings: Settings) -> bool:
+    """May lines hit only by rules like this one be sampled (context, not evidence of a fault)?"""
+    if rule.kind == "marker":
+        return rule.marker in _SAMPLED_MARKERS
+    cfg = settings.derive
+    return (rule.kind == "log" and rule.severity == "info" and rule.symptom in cfg["derived_only"]
+            and rule.symptom not in cfg["overflow_symptoms"] and rule.symptom not in cfg["oom_symptoms"])
+
+
+def _repeatable(rule: Rule, anchored: bool, settings: Settings, allow_rank: bool = False) -> bool:
+    """May a line of this rule be counted without re-reading it once the rule was confirmed often?
+
+    Not for anchored rules (Hyperscan's view is wider), markers, rules whose captures attribute the
+    line (rank, node; ``allow_rank`` admits the rank) and lines whose numbers the derivation reads
+    (overflow, OOM).
+    """
+    cfg = settings.derive
+    attributes = {"node", "local_rank"} if allow_rank else {"rank", "node", "local_rank"}
+    return (rule.kind == "log" and not anchored and not (attributes & set(rule.fields))
+            and not any(f"(?P<{name}>" in rule.pattern for name in attributes)
+            and rule.symptom not in cfg["overflow_symptoms"] and rule.symptom not in cfg["oom_symptoms"])
+
+
+def _sniff(head: bytes) -> str | None:
+    for magic, what in _MAGIC:
+        if head.startswith(magic):
+            return what
+    return None
+
+
+def _open_log(path: Path) -> tuple[BinaryIO | None, str | None]:
+    """Open a log file as a byte stream; gzip is read transparently. Returns (stream, warning)."""
+    try:
+        fh: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed by the caller
+    except IsADirectoryError:
+        raise DsdoctorError(f"{path} is a directory, not a log file: pass the files inside it") from None
+    except FileNotFoundError:
+        raise DsdoctorError(f"log file not found: {path}") from None
+    except OSError as exc:
+        raise DsdoctorError(f"cannot read log file {path}: {exc.strerror or exc}") from None
+    head = fh.read(16)
+    fh.seek(0)
+    if head.startswith(_GZIP):
+        return gzip.GzipFile(fileobj=fh, mode="rb"), None  # type: ignore[return-value]
+    what = _sniff(head)
+    if what is not None:
+        fh.close()
+        return None, f"{path}: skipped, it is {what}, not a text log"
+    return fh, None
+
+
+_CONTROL = bytes([*range(0, 9), *range(14, 27), *range(28, 32), 127])  # not tab, newlines, form feed, ESC
+
+
+def _binary_warning(name: str, sample: bytes) -> str | None:
+    """A warning when a sample looks like binary data (many control bytes) rather than text."""
+    if not sample:
+        return None
+    control = len(sample) - len(sample.translate(None, _CONTROL))
+    if control > len(sample) // 20 or sample.count(b"\x00") > len(sample) // 1000:
+        return f"{name}: looks like binary data ({control} control bytes in the first {len(sample)}); scanned as text anyway"
+    return None
+
+
+class _Extractor:
+    def __init__(self, rules: RuleSet, settings: Settings, progress: ProgressCallback | None):
+        self.rules = rules
+        self.settings = settings
+        self.collector = Collector(settings.derive)
+        self.reader = _Reader(rules, self.collector, settings, progress)
+        self.warnings: list[str] = []
+
+    def text_source(self, name: str, text: Any) -> None:
+        if isinstance(text, str):
+            data = text.encode("utf-8", "surrogatepass")
+        elif isinstance(text, (bytes, bytearray)):
+            data = bytes(text)
+        else:
+            self.warnings.append(f"log {name!r}: 'text' must be text, got {type(text).__name__}; skipped")
+            return
+        warning = _binary_warning(name, data[:65536])
+        if warning:
+            self.warnings.append(warning)
+        src = self.collector.begin_source(name, source_hint(name))
+        self.reader.read(src, io.BytesIO(data))
+
+    def file_source(self, name: str, path: Path) -> None:
+        stream, warning = _open_log(Path(path))
+        if stream is None:
+            self.warnings.append(warning or f"{path}: skipped")
+            return
+        with stream:
+            try:
+                sample = stream.read(65536)
+            except (OSError, EOFError, gzip.BadGzipFile) as exc:
+                self.warnings.append(f"{path}: cannot be read as a log ({exc}); skipped")
+                return
+            warning = _binary_warning(str(path), sample)
+            if warning:
+                self.warnings.append(warning)
+            src = self.collector.begin_source(name, source_hint(name))
+            try:
+                self.reader.read(src, _Prepend(sample, stream))
+            except (OSError, EOFError, gzip.BadGzipFile) as exc:
+                self.warnings.append(f"{path}: reading stopped early ({exc}); the part read was used")
+
+
+class _Prepend(io.RawIOBase):
+    """A byte stream that yields ``head`` first, then the rest of ``stream``."""
+
+    def __init__(self, head: bytes, stream: BinaryIO):
+        self.head = head
+        self.stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        if self.head:
+            if size < 0 or size >= len(self.head):
+                out, self.head = self.head, b""
+                more = self.stream.read(-1 if size < 0 else size - len(out))
+                return out + more
+            out, self.head = self.head[:size], self.head[size:]
+            return out
+        return self.stream.read(size)
+
+
+def extract(evidence: dict[str, Any] | None, *, log_files: Sequence[tuple[str, Path]] = (),
+            progress: ProgressCallback | None = None, rules: RuleSet | None = None,
+            settings: Settings | None = None) -> Extraction:
+    """Extract observed symptoms, first error, scope, phase and context from evidence and log files.
+
+    ``log_files`` are ``(source name, path)`` pairs read in bounded memory (gzip is decompressed
+    on the fly). ``progress`` is called with the number of bytes just processed.
+    """
+    evidence = evidence if isinstance(evidence, dict) else {}
+    rules = rules or default_rules()
+    settings = settings or load_settings()
+    ex = _Extractor(rules, settings, progress)
+    logs = evidence.get("logs") or []
+    if not isinstance(logs, list):
+        ex.warnings.append("'logs' must be a list of {source, text}; ignored")
+        logs = []
+    for index, entry in enumerate(logs):
+        if not isinstance(entry, dict) or "text" not in entry:
+            ex.warnings.append(f"logs[{index}] must be an object with 'source' and 'text'; skipped")
+            continue
+        ex.text_source(str(entry.get("source") or f"log{index + 1}"), entry["text"])
+    for name, path in log_files:
+        ex.file_source(str(name), Path(path))
+
+    extraction = Extraction(warnings=ex.warnings)
+    collector = ex.collector
+    extraction.bytes_processed = sum(s.bytes for s in collector.sources)
+    extraction.lines_processed = sum(s.lines for s in collector.sources)
+    for src in collector.sources:
+        if src.bytes == 0:
+            continue
+        if src.hint.kind != "logs":
+            extraction.supplied_sources.add(src.hint.kind)
+        extraction.supplied_sources |= src.kinds
+        if src.hint.kind == "logs" and (src.other_lines or not src.kinds):
+            extraction.supplied_sources.add("logs")
+
+    config_checks.check(evidence.get("config"), evidence.get("environment"), collector, settings, extraction)
+    env_checks.check(evidence.get("environment"), collector, settings, extraction)
+    metrics.read_metrics(evidence.get("metrics"), collector, settings, extraction)
+    phrases.read_description(evidence.get("description"), rules, collector, settings, extraction)
+    derive.finish(collector, evidence, settings, extraction)
+    return extraction
+
+
+def warm_up(rules: RuleSet | None = None, settings: Settings | None = None) -> None:
+    """Compile (or load from the disk cache) every database extraction may need, e.g. at server start."""
+    rules = rules or default_rules()
+    settings = settings or load_settings()
+    reader = _Reader(rules, Collector(settings.derive), settings, None)
+    _ = reader.lean
+    phrase_rules = rules.phrase_rules
+    cached_matcher(rules.fingerprint(phrase_rules), phrase_rules, utf8=True)
+
+
+def extract_text(text: str | bytes, source: str = "stdout", **kwargs: Any) -> Extraction:
+    """Extract from one text (convenience for tests and the CLI)."""
+    return extract({"logs": [{"source": source, "text": text}]}, **kwargs)

@@ -1,0 +1,62 @@
+"""Free text (the evidence ``description``, chat messages) through the phrase rules, English and Chinese.
+
+Phrase rules use the same matcher as log rules (Hyperscan in UTF-8 mode, then RE2 on the text),
+caseless by default. A match is soft evidence (reliability below 1, from rules/data/derive.yaml).
+A match negated in its own clause ("no OOM", "没有报错") records the symptom as known-absent
+instead ("a person said no").
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from rules.collect import Collector
+from rules.matcher import cached_matcher
+from rules.model import Extraction
+from rules.ruleset import RuleSet
+from rules.settings import Settings
+
+MAX_DESCRIPTION_CHARS = 1_000_000
+
+
+def _negated(line: str, start: int, lang: str | None, cfg: dict[str, Any]) -> bool:
+    """Is the match at ``start`` preceded, in its clause and within a few characters, by a negation?"""
+    window = cfg["negation_window_chars"]
+    before = line[max(0, start - window * 4):start]
+    parts = re.split(cfg["clause_breaks"], before)
+    clause = parts[-1][-window:] if parts else ""
+    if lang == "zh":
+        return any(word in clause for word in cfg["negations"].get("zh", []))
+    words = re.findall(r"[a-z']+", clause.lower())
+    return any(word in words for word in cfg["negations"].get("en", []))
+
+
+def read_description(description: Any, rules: RuleSet, collector: Collector, settings: Settings,
+                     extraction: Extraction, source: str = "description") -> None:
+    """Match the phrase rules against a description; add symptoms (or known-absent ones)."""
+    if description is None:
+        return
+    if not isinstance(description, str):
+        extraction.warnings.append("'description' must be text; ignored")
+        return
+    if not description.strip():
+        return
+    extraction.supplied_sources.add("description")
+    phrase_rules = rules.phrase_rules
+    if not phrase_rules:
+        return
+    cfg = settings.derive["phrases"]
+    matcher = cached_matcher(rules.fingerprint(phrase_rules), phrase_rules, utf8=True)
+    said_no: set[str] = set()
+    seen: set[str] = set()
+    for lineno, line in enumerate(description[:MAX_DESCRIPTION_CHARS].splitlines(), 1):
+        for m in matcher.match_line(line):
+            sid = m.rule.symptom or ""
+            if _negated(line, m.start, m.rule.lang, cfg):
+                said_no.add(sid)
+                continue
+            seen.add(sid)
+            collector.observe(sid, source=source, text=line.strip(), rule=m.rule.id, reliability=cfg["reliability"],
+                              fields=dict(m.groups), lineno=lineno)
+    extraction.absent |= said_no - seen

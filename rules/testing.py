@@ -1,0 +1,102 @@
+"""Run every rule's own examples through the real matcher (used by ``dsdoctor rules test`` and pytest).
+
+A ``match`` example must be hit by Hyperscan and confirmed by RE2 with the listed fields
+(captured values converted to their types; numbers compare with a relative tolerance of 1e-6,
+``nan`` equals ``nan``). A ``no_match`` example must not match. ``todo_match`` examples are known
+misses: they are run and reported, never counted as failures. Phrase rules are tested the way
+descriptions are read, negation included.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from rules.context import parse_prefix
+from rules.matcher import LineMatcher, cached_matcher
+from rules.phrases import _negated
+from rules.ruleset import Rule, RuleSet
+from rules.settings import Settings, load_settings
+from rules.units import convert, parse_float
+
+
+@dataclass(frozen=True)
+class ExampleResult:
+    rule: str
+    kind: str  # match | no_match | todo_match
+    line: str
+    ok: bool
+    message: str = ""
+    where: str = ""
+
+
+def _same(expected: Any, actual: Any) -> bool:
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return expected == actual
+    e_num, a_num = parse_float(expected), parse_float(actual)
+    if e_num is not None and a_num is not None and (isinstance(expected, (int, float)) or isinstance(actual, (int, float))):
+        if math.isnan(e_num) or math.isnan(a_num):
+            return math.isnan(e_num) and math.isnan(a_num)
+        return math.isclose(e_num, a_num, rel_tol=1e-6, abs_tol=1e-9)
+    return str(expected) == str(actual)
+
+
+class ExampleRunner:
+    """Holds the compiled matchers for one rule set."""
+
+    def __init__(self, rules: RuleSet, settings: Settings | None = None):
+        self.rules = rules
+        self.settings = settings or load_settings()
+        line_rules, phrase_rules = rules.line_rules, rules.phrase_rules
+        self.lines: LineMatcher = cached_matcher(rules.fingerprint(line_rules), line_rules, utf8=False)
+        self.phrases: LineMatcher = cached_matcher(rules.fingerprint(phrase_rules), phrase_rules, utf8=True)
+
+    def fields_of(self, rule: Rule, line: str) -> dict[str, Any] | None:
+        """The converted fields when ``rule`` matches ``line`` as the engine would read it, else ``None``."""
+        if rule.kind == "phrase":
+            cfg = self.settings.derive["phrases"]
+            for m in self.phrases.match_line(line):
+                if m.rule.id == rule.id and not _negated(line, m.start, rule.lang, cfg):
+                    return {k: convert(v, rule.fields.get(k, "str")) for k, v in m.groups.items()}
+            return None
+        data = line.encode("utf-8")
+        ctx = parse_prefix(data)
+        for m in self.lines.match_line(data, ctx.message_start):
+            if m.rule.id == rule.id:
+                return {k: convert(v, rule.fields.get(k, "str")) for k, v in m.groups.items()}
+        return None
+
+    def run_rule(self, rule: Rule) -> list[ExampleResult]:
+        out = []
+        for example in rule.match_examples:
+            line, expected = example["line"], example.get("fields") or {}
+            got = self.fields_of(rule, line)
+            if got is None:
+                out.append(ExampleResult(rule.id, "match", line, False, "does not match", rule.where))
+                continue
+            wrong = [f"{k}={got.get(k)!r} (expected {v!r})" for k, v in expected.items()
+                     if k not in got or not _same(v, got[k])]
+            out.append(ExampleResult(rule.id, "match", line, not wrong,
+                                     ("wrong fields: " + ", ".join(wrong)) if wrong else "", rule.where))
+        for line in rule.no_match_examples:
+            got = self.fields_of(rule, line)
+            out.append(ExampleResult(rule.id, "no_match", line, got is None,
+                                     "" if got is None else "matches but must not", rule.where))
+        for example in rule.todo_examples:
+            got = self.fields_of(rule, example["line"])
+            out.append(ExampleResult(rule.id, "todo_match", example["line"], True,
+                                     "now matches: move it to match" if got is not None else "known miss", rule.where))
+        return out
+
+    def run(self, rule_id: str | None = None) -> list[ExampleResult]:
+        rules = [r for r in self.rules.rules if rule_id is None or r.id == rule_id]
+        results: list[ExampleResult] = []
+        for rule in rules:
+            results.extend(self.run_rule(rule))
+        return results
+
+
+def run_examples(rules: RuleSet, rule_id: str | None = None) -> list[ExampleResult]:
+    """Run the examples of every rule (or one); return one result per example."""
+    return ExampleRunner(rules).run(rule_id)
