@@ -56,9 +56,14 @@ class EvidenceState:
     def from_extraction(cls, extraction: Extraction) -> EvidenceState:
         settings = engine_settings()
         present: dict[str, float] = {}
+        first = extraction.first_error
+        origin = extraction.symptoms.get(first.symptom) if first and first.symptom else None
+        # victim lines only lose weight when an origin error elsewhere explains them; in a pure
+        # hang the watchdog timeouts are the first error and count in full
+        has_origin = origin is not None and not origin.secondary
         for sid, obs in extraction.symptoms.items():
             reliability = obs.reliability
-            if obs.secondary:
+            if obs.secondary and has_origin:
                 reliability = min(reliability, settings["secondary_reliability"])
             present[sid] = max(present.get(sid, 0.0), reliability)
         return cls(

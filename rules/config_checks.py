@@ -237,6 +237,9 @@ def check_loss_scale(config: dict[str, Any], ctx: CheckContext) -> None:
         return
     t = ctx.thresholds
     static = _number(fp16.get("loss_scale"))
+    if static is not None and static > 0:
+        ctx.add("config.static_loss_scale", "info", "static_loss_scale", "fp16.loss_scale", "s.static_loss_scale",
+                value=fp16.get("loss_scale"))
     if static is not None and static >= t["static_loss_scale_large"]:
         ctx.add("config.static_loss_scale_large", "warning", "static_loss_scale_large", "fp16.loss_scale",
                 value=fp16.get("loss_scale"))
