@@ -1,11 +1,37 @@
-"""Run the API under gunicorn (a production WSGI server) from `dsdoctor serve`."""
+"""Run the API under gunicorn (a production WSGI server) from `dsdoctor serve`.
+
+* N sync worker processes; each builds the app itself (``create_app`` in the worker), so the
+  knowledge base is loaded once per worker and nothing (SQLite handles, index readers) is
+  shared across a fork.
+* ``PROMETHEUS_MULTIPROC_DIR`` is set (and emptied) under ``DSDOCTOR_HOME`` before any worker
+  imports prometheus_client; dead workers are marked so their gauges go away.
+* Access logs are JSON lines on stdout; SIGTERM stops gracefully (in-flight requests finish,
+  up to ``graceful_timeout``); gunicorn's control socket is disabled.
+* With no API tokens the API is open, which is only allowed on a loopback address unless
+  ``--insecure`` is given.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 import ipaddress
+import json
+import os
+import shlex
 import socket
+from pathlib import Path
 
 import click
+
+from api.redact import redact_text
+
+GRACEFUL_TIMEOUT_S = 20
+WORKER_TIMEOUT_S = 120
+EXAMPLE_EVIDENCE = {
+    "description": "rank 3 ran out of GPU memory at the first step",
+    "logs": [{"source": "rank3", "text": "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+                                         "2.00 GiB. GPU 3 has a total capacity of 79.15 GiB of which 1.2 GiB is free."}],
+}
 
 
 def is_loopback(host: str) -> bool:
@@ -21,22 +47,114 @@ def is_loopback(host: str) -> bool:
             return False
 
 
+def curl_example(host: str, port: int, with_token: bool) -> str:
+    """A curl command that diagnoses a small evidence document on this server."""
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    shown = f"[{shown}]" if ":" in shown else shown
+    auth = ' -H "Authorization: Bearer $DSDOCTOR_TOKEN"' if with_token else ""
+    body = shlex.quote(json.dumps(EXAMPLE_EVIDENCE, separators=(",", ":")))
+    return (f"curl -s -X POST 'http://{shown}:{port}/v1/diagnoses'{auth} -H 'Content-Type: application/json' "
+            f"-d {body}")
+
+
+def prepare_metrics_dir(home: Path) -> Path:
+    """An empty directory for prometheus_client's multiprocess files, exported in the environment."""
+    directory = home / "prometheus"
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.glob("*.db"):
+        stale.unlink()
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
+    return directory
+
+
+def _json_access_logger():
+    from gunicorn.glogging import Logger
+
+    class JsonAccessLogger(Logger):
+        """One JSON object per request on the access log (query strings redacted)."""
+
+        def access(self, resp, req, environ, request_time):
+            if not self.access_log_enabled:
+                return
+            status = resp.status.split(None, 1)[0] if isinstance(resp.status, str) else resp.status
+            record = {
+                "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+                "remote": environ.get("REMOTE_ADDR", "-"),
+                "method": environ.get("REQUEST_METHOD"),
+                "path": environ.get("PATH_INFO"),
+                "query": redact_text(environ.get("QUERY_STRING", "")),
+                "status": int(status),
+                "bytes": getattr(resp, "sent", None),
+                "duration_ms": round(request_time.total_seconds() * 1000, 2),
+                "user_agent": environ.get("HTTP_USER_AGENT"),
+                "pid": os.getpid(),
+            }
+            try:
+                self.access_log.info(json.dumps(record, ensure_ascii=False))
+            except Exception:
+                self.exception("access log failed")
+
+    return JsonAccessLogger
+
+
 def run_server(host: str, port: int, workers: int, insecure: bool) -> None:
     """Start gunicorn with ``workers`` processes serving ``api.app:create_app()``."""
+    from api.limits import max_body_bytes
+    from api.settings import home as data_home
+    from api.tokens import TokenStore
+
+    home = data_home().resolve()
+    os.environ["DSDOCTOR_HOME"] = str(home)
+    try:
+        max_body_bytes()
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    if workers < 1:
+        raise click.ClickException(f"--workers must be at least 1, got {workers}")
+    tokens = TokenStore(home).count()
+    loopback = is_loopback(host)
+    if tokens == 0 and not loopback and not insecure:
+        raise click.ClickException(
+            f"refusing to serve on {host} (not a loopback address) with no API tokens: anyone could use the API. "
+            "Create a token first (dsdoctor token create --name NAME --scope diagnose) or pass --insecure.")
+    open_without_tokens = loopback or insecure
+    prepare_metrics_dir(home)  # before any worker imports prometheus_client
+
     from gunicorn.app.base import BaseApplication
 
-    from api.app import create_app
+    from api.metrics import mark_process_dead
+
+    def when_ready(_server) -> None:
+        click.echo(f"dsdoctor listening on http://{host}:{port}  (workers: {workers}, data: {home})")
+        if tokens == 0:
+            click.echo("authentication: OFF - no API tokens configured (development mode"
+                       f"{'; --insecure' if not loopback else ''}); "
+                       "create one with: dsdoctor token create --name NAME --scope diagnose")
+        else:
+            click.echo(f"authentication: bearer tokens ({tokens} configured)")
+        click.echo(f"docs: http://{host}:{port}/docs   health: curl -s http://{host}:{port}/healthz")
+        click.echo("try: " + curl_example(host, port, with_token=tokens > 0))
+
+    def child_exit(_server, worker) -> None:
+        mark_process_dead(worker.pid)
 
     class _Server(BaseApplication):
         def load_config(self) -> None:
-            self.cfg.set("bind", f"{host}:{port}")
-            self.cfg.set("workers", max(1, workers))
-            self.cfg.set("graceful_timeout", 20)
+            self.cfg.set("bind", f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+            self.cfg.set("workers", workers)
+            self.cfg.set("worker_class", "sync")
+            self.cfg.set("timeout", WORKER_TIMEOUT_S)
+            self.cfg.set("graceful_timeout", GRACEFUL_TIMEOUT_S)
             self.cfg.set("control_socket_disable", True)  # gunicorn 27 opens ~/.gunicorn/ otherwise
+            self.cfg.set("accesslog", "-")
+            self.cfg.set("logger_class", _json_access_logger())
+            self.cfg.set("when_ready", when_ready)
+            self.cfg.set("child_exit", child_exit)
+            self.cfg.set("proc_name", "dsdoctor")
 
         def load(self):
-            return create_app()
+            from api.app import create_app
 
-    click.echo(f"dsdoctor listening on http://{host}:{port}  (workers: {workers})")
-    click.echo(f"try: curl -s http://{host}:{port}/healthz")
+            return create_app({"DSDOCTOR_HOME": str(home), "DSDOCTOR_OPEN_WITHOUT_TOKENS": open_without_tokens})
+
     _Server().run()

@@ -11,6 +11,7 @@ ENVIRONMENT = {
     "DSDOCTOR_KB_PATH": "extra knowledge-base overlay directories, separated by ':'",
     "DSDOCTOR_MAX_BODY_MB": "REST request body limit in MiB, also applied after gzip (default 32)",
     "DSDOCTOR_SLACK_SIGNING_SECRET": "Slack signing secret used to verify slash commands",
+    "PROMETHEUS_MULTIPROC_DIR": "set by dsdoctor serve (under DSDOCTOR_HOME) so /metrics sums every worker",
 }
 
 

@@ -8,19 +8,17 @@ record with the REST layer's :func:`~api.blueprints.diagnoses.incident_from_diag
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 from flask import current_app
 from marshmallow import ValidationError as SchemaError
 
-from api.errors import ApiError
-from api.redact import Redactions, redact_value
+from api import diagnosis_service
+from api.redact import Redactions
 from api.schemas import EvidenceSchema, explain_errors
 from api.store import StoredDiagnosis
 
 _EVIDENCE = EvidenceSchema()
-MAX_RETRIES = 5
 
 
 class FormProblem(Exception):
@@ -41,22 +39,6 @@ def authenticator() -> Any:
     """The app's :class:`api.auth.Authenticator` (the same tokens as the REST API)."""
     ext = current_app.extensions["dsdoctor"]
     return ext.get("auth") or ext["services"].auth
-
-
-def now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _record_metrics(kind: str, value: Any) -> None:
-    try:
-        from api import metrics
-
-        if kind == "diagnosis":
-            metrics.record_diagnosis(value)
-        else:
-            metrics.record_redactions(value)
-    except Exception:  # metrics must never break a page
-        current_app.logger.debug("metrics not recorded", exc_info=True)
 
 
 # ---------------------------------------------------------------- diagnoses
@@ -88,34 +70,13 @@ def _flat(messages: Any, prefix: str = "") -> dict[str, str]:
 
 
 def redact(value: dict[str, Any]) -> tuple[dict[str, Any], Redactions]:
-    """``value`` without secrets, and what was removed."""
-    found = Redactions()
-    clean = redact_value(value, found)
-    if found.total:
-        _record_metrics("redactions", dict(found.counts))
-    return clean, found
-
-
-def _run(evidence: dict[str, Any], *, lang: str, top: int, diagnosis_id: str | None) -> dict[str, Any]:
-    svc = services()
-    result = svc.diagnose(evidence, kb=svc.kb(), site_counts=svc.site_counts(), similar=svc.similar,
-                          lang=lang, top=top, diagnosis_id=diagnosis_id)
-    _record_metrics("diagnosis", result)
-    return result
+    """``value`` without secrets, and what was removed (counted in the metrics)."""
+    return diagnosis_service.redact(value)
 
 
 def create_diagnosis(evidence: dict[str, Any], *, lang: str, top: int = 5) -> dict[str, Any]:
-    """Validate, redact, diagnose and store evidence; return the stored diagnosis."""
-    clean, found = redact(validate_evidence(evidence))
-    result = _run(clean, lang=lang, top=top, diagnosis_id=None)
-    created = now()
-    result["created_at"] = created
-    result["updated_at"] = created
-    result["observation_history"] = []
-    if found.total:
-        result.setdefault("warnings", []).append(found.summary())
-    services().diagnoses().add(result, clean, lang=lang, top=top, created_at=created)
-    return result
+    """Validate, redact, diagnose and store evidence exactly as POST /v1/diagnoses does."""
+    return diagnosis_service.create(validate_evidence(evidence), lang=lang, top=top)
 
 
 def stored_diagnosis(diagnosis_id: str) -> StoredDiagnosis | None:
@@ -124,34 +85,10 @@ def stored_diagnosis(diagnosis_id: str) -> StoredDiagnosis | None:
 
 def add_observations(diagnosis_id: str, observations: dict[str, bool], lang: str | None = None
                      ) -> tuple[StoredDiagnosis, dict[str, Any]]:
-    """Record observations (``{"x.exp=outcome": True}``) and re-rank; return (before, after).
-
-    Retries on a concurrent change like the REST API; raises ApiError 404/409.
-    """
-    stored = stored_diagnosis(diagnosis_id)
-    if stored is None:
-        raise ApiError(404, f"no diagnosis with id {diagnosis_id!r}")
-    first = stored
-    for _attempt in range(MAX_RETRIES):
-        evidence = dict(stored.evidence)
-        evidence["observations"] = {**(evidence.get("observations") or {}), **observations}
-        result = _run(evidence, lang=lang or stored.lang, top=stored.top, diagnosis_id=stored.id)
-        history = [*stored.history, {
-            "at": now(), "observations": observations, "logs_added": [], "description_added": False,
-            "top_cause_before": _top_id(stored.diagnosis), "top_cause_after": _top_id(result),
-        }]
-        result["created_at"] = stored.created_at
-        result["updated_at"] = now()
-        result["observation_history"] = history
-        if services().diagnoses().replace(stored, result, evidence, history):
-            return first, result
-        stored = stored_diagnosis(diagnosis_id) or stored
-    raise ApiError(409, f"diagnosis {diagnosis_id!r} kept changing while the outcome was recorded; try again")
-
-
-def _top_id(diagnosis: dict[str, Any]) -> str | None:
-    causes = diagnosis.get("causes") or []
-    return causes[0].get("id") if causes else None
+    """Record observations (``{"x.exp=outcome": True}``) and re-rank; return (before, after)."""
+    before = diagnosis_service.stored(diagnosis_id)
+    after, _text = diagnosis_service.observe_and_store(before, {"observations": observations}, lang=lang)
+    return before, after
 
 
 # ---------------------------------------------------------------- incidents
@@ -159,12 +96,7 @@ def _top_id(diagnosis: dict[str, Any]) -> str | None:
 
 def record_incident(diagnosis_id: str, overrides: dict[str, Any]) -> dict[str, Any]:
     """Create an incident pre-filled from a stored diagnosis (overrides win); return it."""
-    from api.blueprints.diagnoses import incident_from_diagnosis
-
-    stored = stored_diagnosis(diagnosis_id)
-    if stored is None:
-        raise ApiError(404, f"no diagnosis with id {diagnosis_id!r}")
-    record = incident_from_diagnosis(stored.diagnosis, overrides)
+    record = diagnosis_service.incident_from_diagnosis(diagnosis_service.stored(diagnosis_id).diagnosis, overrides)
     clean, _found = redact(record)
     return services().incidents().add(clean)
 

@@ -1,0 +1,227 @@
+"""Diagnoses kept by the API: SQLite in ``DSDOCTOR_HOME/diagnoses.db`` (WAL, safe with many workers).
+
+Each row holds the diagnosis as returned, the redacted evidence it was computed from
+(zlib-compressed JSON, so observations can re-run it) and the history of observations.
+Listing is newest first with an opaque cursor over the insertion sequence, so paging never
+repeats or skips a diagnosis while others are being added.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import json
+import sqlite3
+import threading
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+FILE_NAME = "diagnoses.db"
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS diagnoses (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    top_cause TEXT,
+    top_probability REAL,
+    verdict TEXT,
+    summary TEXT NOT NULL DEFAULT '',
+    lang TEXT NOT NULL DEFAULT 'en',
+    top_n INTEGER NOT NULL DEFAULT 5,
+    version INTEGER NOT NULL DEFAULT 1,
+    evidence BLOB NOT NULL,
+    diagnosis TEXT NOT NULL,
+    history TEXT NOT NULL DEFAULT '[]'
+);
+CREATE INDEX IF NOT EXISTS diagnoses_created_at ON diagnoses (created_at);
+"""
+
+
+class InvalidCursor(ValueError):
+    """A cursor that this API did not hand out."""
+
+
+@dataclass
+class StoredDiagnosis:
+    id: str
+    created_at: str
+    updated_at: str
+    lang: str
+    top: int
+    version: int
+    evidence: dict[str, Any]
+    diagnosis: dict[str, Any]
+    history: list[dict[str, Any]]
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def encode_cursor(seq: int) -> str:
+    return base64.urlsafe_b64encode(f"d:{seq}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> int:
+    """The sequence number inside a cursor; raise InvalidCursor for anything else."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        kind, _, number = raw.partition(":")
+        if kind != "d" or not number.isdigit():
+            raise ValueError
+        return int(number)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise InvalidCursor(f"{cursor!r} is not a cursor returned by this API (use next_cursor from a listing)") from None
+
+
+def _pack(evidence: dict[str, Any]) -> bytes:
+    return zlib.compress(json.dumps(evidence, ensure_ascii=False).encode("utf-8"), 1)
+
+
+def _unpack(blob: bytes) -> dict[str, Any]:
+    return json.loads(zlib.decompress(blob).decode("utf-8"))
+
+
+def _top(diagnosis: dict[str, Any]) -> tuple[str | None, float | None]:
+    causes = diagnosis.get("causes") or []
+    return (causes[0]["id"], causes[0]["probability"]) if causes else (None, None)
+
+
+_local = threading.local()
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=15, isolation_level=None)
+    conn.execute("PRAGMA busy_timeout = 15000")
+    conn.execute("PRAGMA synchronous = NORMAL")  # WAL: durable at checkpoints, never corrupt
+    return conn
+
+
+def thread_connection(path: Path) -> sqlite3.Connection:
+    """This thread's connection to ``path``, kept open: closing the last connection of a WAL
+    database checkpoints it, which would cost a sync on every request."""
+    conns: dict[Path, sqlite3.Connection] | None = getattr(_local, "conns", None)
+    if conns is None:
+        conns = _local.conns = {}
+    conn = conns.get(path)
+    if conn is None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = conns[path] = _connect(path)
+    return conn
+
+
+def close_thread_connection(path: Path) -> None:
+    """Close this thread's connection to ``path`` (tests, shutdown)."""
+    conn = getattr(_local, "conns", {}).pop(path, None)
+    if conn is not None:
+        conn.close()
+
+
+class DiagnosisStore:
+    """The diagnoses database of a data directory, through this thread's connection."""
+
+    def __init__(self, home: Path):
+        self.path = Path(home) / FILE_NAME
+
+    @classmethod
+    def initialise(cls, home: Path) -> None:
+        """Create the database (WAL mode) and its tables if missing; safe to race between workers."""
+        path = Path(home) / FILE_NAME
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = _connect(path)
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            conn.executescript(_SCHEMA)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        finally:
+            conn.close()
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        return thread_connection(self.path)
+
+    def close(self) -> None:
+        """Close this thread's connection (the next use opens a new one)."""
+        close_thread_connection(self.path)
+
+    def add(self, diagnosis: dict[str, Any], evidence: dict[str, Any], *, lang: str, top: int,
+            created_at: str | None = None, diagnosis_json: str | None = None) -> None:
+        """Store a new diagnosis with the (already redacted) evidence it came from.
+
+        ``diagnosis_json`` is the diagnosis already encoded (saves encoding it twice)."""
+        now = created_at or utc_now()
+        cause, probability = _top(diagnosis)
+        self.conn.execute(
+            "INSERT INTO diagnoses (id, created_at, updated_at, top_cause, top_probability, verdict, summary, lang, "
+            "top_n, evidence, diagnosis, history) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (diagnosis["id"], now, now, cause, probability, (diagnosis.get("summary") or {}).get("verdict"),
+             (diagnosis.get("summary") or {}).get("text", ""), lang, top, _pack(evidence),
+             diagnosis_json or json.dumps(diagnosis, ensure_ascii=False), "[]"),
+        )
+
+    def get(self, diagnosis_id: str) -> StoredDiagnosis | None:
+        row = self.conn.execute(
+            "SELECT id, created_at, updated_at, lang, top_n, version, evidence, diagnosis, history "
+            "FROM diagnoses WHERE id = ?", (diagnosis_id,)).fetchone()
+        if row is None:
+            return None
+        did, created, updated, lang, top, version, evidence, diagnosis, history = row
+        return StoredDiagnosis(did, created, updated, lang, top, version, _unpack(evidence), json.loads(diagnosis),
+                               json.loads(history))
+
+    def get_json(self, diagnosis_id: str) -> str | None:
+        """The stored diagnosis as JSON text (no parsing on the read path)."""
+        row = self.conn.execute("SELECT diagnosis FROM diagnoses WHERE id = ?", (diagnosis_id,)).fetchone()
+        return row[0] if row else None
+
+    def replace(self, stored: StoredDiagnosis, diagnosis: dict[str, Any], evidence: dict[str, Any],
+                history: list[dict[str, Any]], diagnosis_json: str | None = None) -> bool:
+        """Write a re-run diagnosis if nobody else changed it since ``stored`` was read (optimistic lock)."""
+        cause, probability = _top(diagnosis)
+        cursor = self.conn.execute(
+            "UPDATE diagnoses SET updated_at = ?, top_cause = ?, top_probability = ?, verdict = ?, summary = ?, "
+            "version = version + 1, evidence = ?, diagnosis = ?, history = ? WHERE id = ? AND version = ?",
+            (utc_now(), cause, probability,
+             (diagnosis.get("summary") or {}).get("verdict"), (diagnosis.get("summary") or {}).get("text", ""),
+             _pack(evidence), diagnosis_json or json.dumps(diagnosis, ensure_ascii=False),
+             json.dumps(history, ensure_ascii=False), stored.id, stored.version),
+        )
+        return cursor.rowcount == 1
+
+    def list(self, *, since: str | None = None, limit: int = 20, cursor: str | None = None
+             ) -> tuple[list[dict[str, Any]], str | None]:
+        """Summaries newest first, and the cursor of the next page (None on the last page)."""
+        where, params = [], []
+        if cursor:
+            where.append("seq < ?")
+            params.append(decode_cursor(cursor))
+        if since:
+            where.append("created_at >= ?")
+            params.append(since)
+        sql = ("SELECT seq, id, created_at, updated_at, top_cause, top_probability, verdict, summary, lang "
+               "FROM diagnoses" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY seq DESC LIMIT ?")
+        rows = self.conn.execute(sql, [*params, limit + 1]).fetchall()
+        items = [
+            {"id": did, "created_at": created, "updated_at": updated, "top_cause": cause,
+             "top_probability": probability, "verdict": verdict, "summary": summary, "lang": lang,
+             "url": f"/v1/diagnoses/{did}"}
+            for _seq, did, created, updated, cause, probability, verdict, summary, lang in rows[:limit]
+        ]
+        next_cursor = encode_cursor(rows[limit - 1][0]) if len(rows) > limit else None
+        return items, next_cursor
+
+    def writable(self) -> bool:
+        """True when a write transaction can be opened (and is rolled back)."""
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute("ROLLBACK")
+            return True
+        except sqlite3.Error:
+            return False
