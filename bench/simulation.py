@@ -6,7 +6,7 @@ experiment, its outcome is drawn from the knowledge base's P(outcome | true caus
 hypothesis reaches 0.9 or no experiment is left. Three policies in the same run, on the same
 sampled cases and outcome draws:
 
-* engine: expected information gain per GPU-minute (kb/planner.py)
+* engine: net value of information, V x expected information gain - cost (kb/planner.py)
 * cheapest-first: the cheapest experiment that bears on a cause still above 1 %
 * probability/cost: the experiment whose targeted causes hold the most probability per GPU-minute
 
@@ -51,8 +51,9 @@ def _relevant(exp: Experiment, posterior: dict[str, float]) -> float:
 
 
 def engine_policy(kb, posterior, done):
+    """The planner's first proposal, and stop when no experiment is worth its cost any more."""
     best = propose(kb, posterior, done, top=1)
-    return best[0].experiment if best else None
+    return best[0].experiment if best and best[0].score > 0 else None
 
 
 def cheapest_first(kb, posterior, done):
@@ -66,7 +67,7 @@ def probability_per_cost(kb, posterior, done):
     return max(options, key=lambda e: (_relevant(e, posterior) / e.cost, e.id), default=None)
 
 
-POLICIES: dict[str, Policy] = {"engine (IG/cost)": engine_policy, "cheapest-first": cheapest_first,
+POLICIES: dict[str, Policy] = {"engine (V*IG-cost)": engine_policy, "cheapest-first": cheapest_first,
                                "probability/cost": probability_per_cost}
 
 

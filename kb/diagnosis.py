@@ -290,7 +290,8 @@ def _proposal(kb: KnowledgeBase, p, lang: str) -> dict[str, Any]:
         "cost_minutes": e.cost_minutes,
         "cost_gpus": e.cost_gpus,
         "information_gain": round(p.information_gain, 4),
-        "score": round(p.score, 6),
+        "score": round(p.score, 2),
+        "worth_it": p.score > 0,
         "why": why_zh if lang == "zh" else why_en,
         "separates": p.separates,
         "outcomes": [
