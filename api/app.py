@@ -128,6 +128,9 @@ def _preload(svc: Services) -> None:
 def _warm_up(svc: Services) -> None:
     try:
         from rules.extract import extract
+        from rules.matcher import configure_disk_cache
+
+        configure_disk_cache(svc.home / "cache")  # workers after the first load compiled rules
 
         extract({"description": "warm-up", "logs": [{"source": "warm-up", "text": "warm-up\n"}]})
     except Exception as exc:  # reported by /readyz and by the first diagnosis

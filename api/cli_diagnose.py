@@ -35,8 +35,11 @@ def diagnose(logs, evidence_path, config_path, metrics_path, description, observ
       dsdoctor diagnose --evidence evidence.json --format json
       dsdoctor diagnose train.log --observe x.single_gpu_repro=does_not_reproduce
     """
+    from api.cli_rules import use_disk_cache
     from api.render import render_markdown, render_text
     from kb.diagnosis import diagnose as run_diagnosis
+
+    use_disk_cache()
 
     evidence, log_files = build_evidence(logs, evidence_path, config_path, metrics_path, description)
     if observe:

@@ -51,7 +51,7 @@ def _stderr_console() -> Any:
     return Console(stderr=True)
 
 
-def _use_disk_cache() -> None:
+def use_disk_cache() -> None:
     """Compiled Hyperscan databases go to DSDOCTOR_HOME/cache, so the next command starts fast."""
     from api.settings import home
     from rules.matcher import configure_disk_cache
@@ -93,7 +93,7 @@ def test_command(rule_id: str | None, dirs: tuple[Path, ...]) -> None:
     from kb.errors import DsdoctorError
     from rules.testing import ExampleRunner
 
-    _use_disk_cache()
+    use_disk_cache()
     ruleset, problems = _ruleset(dirs)
     for problem in problems:
         click.echo(str(problem), err=True)
@@ -252,7 +252,7 @@ def explain_command(files: tuple[Path, ...], config_path: str | None, metrics_pa
 
     if not files and not (description or config_path or metrics_path):
         raise DsdoctorError("nothing to explain: give log FILEs, --config, --metrics or --describe")
-    _use_disk_cache()
+    use_disk_cache()
     evidence, log_files = build_evidence([str(f) for f in files], None, config_path, metrics_path, description or None) \
         if files or description else ({}, [])
     if not (files or description):

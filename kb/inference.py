@@ -152,7 +152,8 @@ def symptom_likelihood(kb: KnowledgeBase, symptom_id: str, cause_id: str) -> flo
 def _factor(p: float, state: str, strength: float) -> float:
     if state == "present":  # strength = reliability of the observation
         return p + (1.0 - strength) * (1.0 - p)
-    return max(1e-12, 1.0 - strength * p)  # absent (strength 1) or unseen (strength a)
+    value = 1.0 - strength * p  # absent (strength 1) or unseen (strength a)
+    return value if value > 1e-12 else 1e-12
 
 
 def _evidence_symptoms(kb: KnowledgeBase, ev: EvidenceState) -> dict[str, tuple[str, float]]:
@@ -238,8 +239,9 @@ def site_priors(kb: KnowledgeBase, site_counts: dict[str, int] | None) -> dict[s
 # ---------------------------------------------------------------- ranking
 
 
-def rank(kb: KnowledgeBase, ev: EvidenceState, site_counts: dict[str, int] | None = None) -> Ranking:
-    """Posterior over every cause and c0, with each cause's weights for and against."""
+def rank(kb: KnowledgeBase, ev: EvidenceState, site_counts: dict[str, int] | None = None,
+         explain_top: int = 10) -> Ranking:
+    """Posterior over every cause and c0, with the weights for and against the ``explain_top`` first."""
     settings = engine_settings()
     evidence = _evidence_symptoms(kb, ev)
     tables = _tables(kb)
@@ -276,8 +278,8 @@ def rank(kb: KnowledgeBase, ev: EvidenceState, site_counts: dict[str, int] | Non
             probability=posterior[cid],
             prior=priors[cid],
             log_likelihood_ratio=scores[cid] - math.log(priors[cid] * (1.0 - settings["unexplained_prior"])),
-            weights=_explain(kb, tables[cid], evidence),
-            unexplained_present=sorted(s for s in ev.present if s in kb.symptoms and s not in tables[cid].reach),
+            weights=[],
+            unexplained_present=[],
             outcome_factors=outcome_logs[cid],
             phase_note=notes[cid],
         )
@@ -285,6 +287,9 @@ def rank(kb: KnowledgeBase, ev: EvidenceState, site_counts: dict[str, int] | Non
         if cid != UNEXPLAINED
     ]
     ranked.sort(key=lambda r: (-r.probability, r.id))
+    for rc in ranked[:explain_top]:  # explanations only for the causes an answer can show
+        rc.weights = _explain(kb, tables[rc.id], evidence)
+        rc.unexplained_present = sorted(s for s in ev.present if s in kb.symptoms and s not in tables[rc.id].reach)
     return Ranking(ranked, posterior[UNEXPLAINED], sorted(ruled_out), posterior)
 
 
