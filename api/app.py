@@ -135,7 +135,12 @@ def _warm_up(svc: Services) -> None:
         extract({"description": "warm-up", "logs": [{"source": "warm-up", "text": "warm-up\n"}]})
     except Exception as exc:  # reported by /readyz and by the first diagnosis
         log.error("rules failed to load: %s: %s", type(exc).__name__, exc)
-    svc.incidents_or_none()
+    store = svc.incidents_or_none()
+    if store is not None:
+        try:
+            store.warm_up()  # Chinese segmentation loads once per worker, not on its first Chinese query
+        except Exception as exc:
+            log.error("search warm-up failed: %s: %s", type(exc).__name__, exc)
     svc.warm.set()
 
 

@@ -1,0 +1,46 @@
+"""First start: load the seed incidents (kb/data/incidents/seed.jsonl) into an empty store.
+
+The store remembers that it was seeded (``store_meta.seeded``), so deleting every incident
+later does not bring the seed back. Several workers starting at once seed exactly once: the
+check and the load share one write transaction. A seed line the knowledge base rejects (for
+example a cause it no longer has) is skipped with a warning instead of blocking the start.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kb.incidents.migrations import write_transaction
+from kb.incidents.record import utc_now
+
+if TYPE_CHECKING:
+    from kb.incidents.store import IncidentStore
+
+SEED_PATH = Path(__file__).resolve().parent.parent / "data" / "incidents" / "seed.jsonl"
+log = logging.getLogger("dsdoctor.incidents")
+
+
+def load_seed_if_new(store: IncidentStore, path: Path = SEED_PATH) -> int:
+    """Seed a store that was never seeded and holds no incidents; return how many were added."""
+    db = store._db
+    if db.execute("SELECT 1 FROM store_meta WHERE key = 'seeded'").fetchone():
+        return 0
+    if not path.exists():
+        log.warning("seed file %s is missing; starting with an empty incident store", path)
+        return 0
+    lines = path.read_text(encoding="utf-8").splitlines()
+    with store._lock, write_transaction(db):
+        if db.execute("SELECT 1 FROM store_meta WHERE key = 'seeded'").fetchone():
+            return 0  # another worker seeded meanwhile
+        added = 0
+        if not db.execute("SELECT 1 FROM incidents LIMIT 1").fetchone():
+            counts, problems = store._import_locked(lines, skip_invalid=True)
+            added = counts["added"]
+            for where, messages in problems.items():
+                log.warning("seed %s: %s: %s", path.name, where, " ".join(messages))
+        db["store_meta"].insert({"key": "seeded", "value": utc_now()}, replace=True)
+    if added:
+        store._sync()
+    return added

@@ -1,0 +1,62 @@
+"""Similar incidents: shared observed symptoms (Jaccard) and shared distinctive words."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+import sqlite_utils
+from whoosh import query
+
+from kb.incidents.analyzer import terms
+from kb.incidents.indexer import Indexer
+
+
+def key_terms(searcher: Any, text: str, count: int = 15) -> list[tuple[str, float]]:
+    """The most distinctive terms of ``text`` for this index: (term, idf), best first."""
+    tf = Counter(t for t, _pos, _s, _e in terms(text) if len(t) > 1 and not t.isdigit())
+    n = max(1, searcher.doc_count())
+    scored = []
+    for term, freq in tf.items():
+        df = searcher.doc_frequency("text", term)
+        if df == 0:
+            continue
+        idf = math.log((n + 1) / (df + 0.5))
+        if idf <= 0:
+            continue
+        scored.append((min(freq, 3) * idf, term, idf))
+    scored.sort(key=lambda s: (-s[0], s[1]))
+    return [(term, idf) for _score, term, idf in scored[:count]]
+
+
+def text_matches(indexer: Indexer, text: str, exclude: str | None, limit: int = 50) -> dict[str, float]:
+    """Incidents sharing distinctive terms with ``text``: id -> share of the key terms' idf matched."""
+    searcher = indexer.searcher()
+    keys = key_terms(searcher, text)
+    if not keys:
+        return {}
+    weight = dict(keys)
+    total = sum(weight.values())
+    q = query.Or([query.Term("text", term) for term, _ in keys])
+    out: dict[str, float] = {}
+    for hit in searcher.search(q, limit=limit + 1, terms=True):
+        if hit["id"] == exclude:
+            continue
+        matched = {t.decode("utf-8") if isinstance(t, bytes) else t for _f, t in hit.matched_terms()}
+        out[hit["id"]] = sum(weight.get(t, 0.0) for t in matched) / total
+    return out
+
+
+def symptom_matches(db: sqlite_utils.Database, symptoms: Iterable[str], exclude: str | None) -> dict[str, float]:
+    """Incidents sharing observed symptoms: id -> Jaccard index of the two symptom sets."""
+    wanted = sorted(set(symptoms))
+    if not wanted:
+        return {}
+    marks = ",".join("?" * len(wanted))
+    rows = db.execute(
+        f"""SELECT s.incident_id, COUNT(*) AS shared,
+                   (SELECT COUNT(*) FROM incident_symptoms a WHERE a.incident_id = s.incident_id) AS own
+            FROM incident_symptoms s WHERE s.symptom_id IN ({marks}) GROUP BY s.incident_id""", wanted).fetchall()
+    return {rid: shared / (len(wanted) + own - shared) for rid, shared, own in rows if rid != exclude}

@@ -1,0 +1,359 @@
+"""IncidentStore: the Python API over the SQLite records and the derived Whoosh index."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import IO, Any
+
+from kb.incidents import (
+    ConflictError,
+    IncidentError,
+    NotFoundError,
+    ValidationError,
+    analyzer,
+    search,
+    tables,
+)
+from kb.incidents import similar as similarity
+from kb.incidents.highlights import highlights
+from kb.incidents.indexer import Indexer
+from kb.incidents.migrations import connect, migrate, write_transaction
+from kb.incidents.record import (
+    CauseSource,
+    resolve_causes,
+    same_content,
+    utc_now,
+    validate_new,
+    validate_patch,
+)
+
+DB_FILE = "incidents.db"
+INDEX_DIR = "incidents-index"
+LOCK_FILE = "incidents-index.lock"
+#: weight of symptom overlap against text similarity in similar() when both are given
+SYMPTOM_WEIGHT = 0.6
+
+
+class IncidentStore:
+    """Completed incidents: validated records in SQLite, searchable through a Whoosh index.
+
+    ``valid_causes`` is the set of root-cause IDs a record may name (or a callable returning
+    it, asked on every write); ``None`` accepts any well-formed ``<domain>.<name>`` ID.
+    With ``seed`` the first start of an empty store loads ``kb/data/incidents/seed.jsonl``.
+    Safe to share between threads; several processes may open the same ``home`` at once.
+    """
+
+    def __init__(self, home: Path, valid_causes: CauseSource = None, *, seed: bool = True,
+                 index_wait_s: float = 30.0):
+        self.home = Path(home)
+        try:
+            self.home.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise IncidentError(f"cannot create the data directory {self.home}: {exc.strerror}") from None
+        analyzer.configure(self.home / "cache")
+        self._valid_source = valid_causes
+        self._index_wait_s = index_wait_s
+        self._lock = threading.RLock()
+        try:
+            self._db = connect(self.home / DB_FILE)
+            migrate(self._db)
+            self.indexer = Indexer(self.home / DB_FILE, self.home / INDEX_DIR, self.home / LOCK_FILE)
+        except sqlite3.DatabaseError as exc:
+            raise IncidentError(f"{self.home / DB_FILE} cannot be used as the incident database: {exc} "
+                                f"(restore it from a backup or move it away to start empty)") from None
+        if seed:
+            from kb.incidents.seed import load_seed_if_new
+
+            load_seed_if_new(self)
+
+    @classmethod
+    def open_existing(cls, home: Path, valid_causes: CauseSource = None) -> IncidentStore | None:
+        """The store in ``home`` if one was ever created there, else None (nothing is created)."""
+        if not (Path(home) / DB_FILE).exists():
+            return None
+        return cls(home, valid_causes, seed=False)
+
+    def close(self) -> None:
+        """Close the database connections and index files."""
+        with self._lock:
+            self.indexer.close()
+            self._db.close()
+
+    def __enter__(self) -> IncidentStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def warm_up(self) -> None:
+        """Load jieba and open the index now (call once per server worker at start)."""
+        analyzer.warm_up(self.home / "cache")
+        self.indexer.drain(blocking=False)
+        self.indexer.searcher()
+
+    @property
+    def valid_causes(self) -> frozenset[str] | None:
+        """The root-cause IDs a record may name (None: any well-formed ID)."""
+        return resolve_causes(self._valid_source)
+
+    # ------------------------------------------------------------------ records
+
+    def add(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Validate and store a new incident; return it as stored (with id and timestamps).
+
+        Raises ValidationError (field -> messages) or ConflictError when the id exists.
+        """
+        new = validate_new(record, self.valid_causes)
+        with self._lock:
+            try:
+                with write_transaction(self._db):
+                    if tables.exists(self._db, new["id"]):
+                        raise ConflictError(new["id"])
+                    tables.insert(self._db, new)
+            except sqlite3.IntegrityError:
+                raise ConflictError(new["id"]) from None
+        self._sync()
+        return new
+
+    def get(self, incident_id: str) -> dict[str, Any]:
+        """The incident with this id (NotFoundError when there is none)."""
+        with self._lock:
+            found = tables.fetch(self._db, [incident_id]).get(incident_id)
+        if found is None:
+            raise NotFoundError(incident_id)
+        return found
+
+    def update(self, incident_id: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """Change some fields of an incident (``job`` merges key by key); return the new record."""
+        valid = self.valid_causes
+        with self._lock, write_transaction(self._db):
+            existing = tables.fetch(self._db, [incident_id]).get(incident_id)
+            if existing is None:
+                raise NotFoundError(incident_id)
+            new = validate_patch(existing, patch, valid)
+            if same_content(new, existing):
+                return existing
+            new["updated_at"] = utc_now()
+            tables.replace(self._db, new)
+        self._sync()
+        return new
+
+    def delete(self, incident_id: str) -> None:
+        """Delete an incident (NotFoundError when there is none)."""
+        with self._lock, write_transaction(self._db):
+            if not tables.delete(self._db, incident_id):
+                raise NotFoundError(incident_id)
+        self._sync()
+
+    def count(self) -> int:
+        """Number of incidents stored."""
+        with self._lock:
+            return tables.count(self._db)
+
+    # ------------------------------------------------------------------ import / export
+
+    def import_jsonl(self, source: str | Path | Iterable[str], *, sync_index: bool = True) -> dict[str, int]:
+        """Import JSON lines (a path or an iterable of lines); idempotent by id.
+
+        A known id with the same content is left alone, with other content it is replaced; a line
+        without an id gets one derived from its content, so importing a file twice adds nothing.
+        Every line is checked first: any invalid line rejects the whole file (ValidationError
+        naming each ``line N``). Returns ``{"added", "updated", "unchanged"}``.
+        With ``sync_index=False`` the changes stay queued for the index (bulk loads that call
+        :meth:`reindex` next).
+        """
+        lines = _read_lines(source)
+        with self._lock, write_transaction(self._db):
+            counts, problems = self._import_locked(lines, skip_invalid=False)
+            if problems:
+                raise ValidationError(problems, "invalid import")
+        if sync_index:
+            self._sync()
+        return counts
+
+    def _import_locked(self, lines: Iterable[str], skip_invalid: bool) -> tuple[dict[str, int], dict[str, list[str]]]:
+        """Validate and write JSON lines inside the caller's write transaction."""
+        valid = self.valid_causes
+        now = utc_now()
+        problems: dict[str, list[str]] = {}
+        parsed: list[tuple[int, dict[str, Any], dict[str, Any]]] = []
+        first_line: dict[str, int] = {}
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                raw = json.loads(line)
+                record = validate_new(raw, valid, now=now, content_ids=True)
+            except json.JSONDecodeError as exc:
+                problems[f"line {number}"] = [f"not valid JSON: {exc.msg} (column {exc.colno})"]
+                continue
+            except ValidationError as exc:
+                for field, msgs in exc.messages.items():
+                    problems[f"line {number}: {field}"] = msgs
+                continue
+            if record["id"] in first_line:
+                problems[f"line {number}: id"] = [f"{record['id']} already appears on line {first_line[record['id']]}"]
+                continue
+            first_line[record["id"]] = number
+            parsed.append((number, raw, record))
+        counts = {"added": 0, "updated": 0, "unchanged": 0}
+        if problems and not skip_invalid:
+            return counts, problems
+        existing = tables.fetch(self._db, [r["id"] for _, _, r in parsed])
+        fresh = []
+        for _number, raw, record in parsed:
+            old = existing.get(record["id"])
+            if old is None:
+                fresh.append(record)
+                continue
+            for key in ("occurred_at", "created_at"):  # a line without them keeps the stored ones
+                if key not in raw:
+                    record[key] = old[key]
+            if same_content(old, record):
+                counts["unchanged"] += 1
+            else:
+                if "updated_at" not in raw:
+                    record["updated_at"] = now
+                tables.replace(self._db, record)
+                counts["updated"] += 1
+        tables.insert_many(self._db, fresh)
+        counts["added"] = len(fresh)
+        return counts, problems
+
+    def export_jsonl(self, fp: IO[str]) -> int:
+        """Write every incident as one JSON line (ordered by id); return how many."""
+        written = 0
+        with self._lock:
+            self._db.execute("BEGIN")  # one consistent snapshot
+            try:
+                for record in tables.iterate(self._db):
+                    fp.write(json.dumps(record, ensure_ascii=False) + "\n")
+                    written += 1
+            finally:
+                self._db.execute("COMMIT")
+        return written
+
+    # ------------------------------------------------------------------ search
+
+    def search(self, q: str = "", cause: str | Iterable[str] | None = None, domain: str | Iterable[str] | None = None,
+               severity: str | Iterable[str] | None = None, tag: str | Iterable[str] | None = None,
+               since: str | None = None, until: str | None = None, limit: int = 20,
+               cursor: str | None = None) -> dict[str, Any]:
+        """Search incidents: ``{"items", "facets": {"root_cause", "domain"}, "next_cursor", "total"}``.
+
+        A text query is ranked by relevance (then id); an empty one lists the newest first.
+        Each item is a record plus ``score`` and ``highlights`` (field -> HTML with <mark>).
+        Several values of one filter mean any of them; ``since``/``until`` bound occurred_at
+        (dates are inclusive). Pass ``next_cursor`` back as ``cursor`` for the next page.
+        """
+        if not isinstance(q, str) or len(q) > search.MAX_QUERY_CHARS:
+            raise ValidationError({"q": [f"must be text of at most {search.MAX_QUERY_CHARS} characters"]},
+                                  "invalid search")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= search.MAX_LIMIT:
+            raise ValidationError({"limit": [f"must be a whole number from 1 to {search.MAX_LIMIT}"]},
+                                  "invalid search")
+        filters = search.make_filters(cause, domain, severity, tag, since, until)
+        q = "" if q.strip() == "*" else q.strip()
+        self.indexer.drain(blocking=False)
+        if q:
+            found = self._with_fresh_searcher(lambda: search.ranked(self.indexer, q, filters, limit, cursor))
+        else:
+            with self._lock:
+                found = search.browse(self._db, filters, limit, cursor)
+        with self._lock:
+            records = tables.fetch(self._db, [incident_id for incident_id, _ in found["hits"]])
+        items = []
+        for incident_id, score in found["hits"]:
+            record = records.get(incident_id)
+            if record is None:  # deleted after the index was read
+                continue
+            record["score"] = None if score is None else round(score, 4)
+            record["highlights"] = highlights(record, found["terms"])
+            items.append(record)
+        return {"items": items, "facets": found["facets"], "next_cursor": found["next_cursor"],
+                "total": found["total"]}
+
+    def similar(self, id: str | None = None, *, text: str | None = None, symptoms: Iterable[str] | None = None,
+                limit: int = 5) -> list[dict[str, Any]]:
+        """Incidents like a stored one (``id``), a text, or a set of observed symptom IDs.
+
+        Score in [0, 1]: the Jaccard index of the symptom sets and the share of the text's
+        distinctive terms an incident contains; with both, 0.6 x symptoms + 0.4 x text
+        (observed symptoms are the more precise evidence).
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 50:
+            raise ValidationError({"limit": ["must be a whole number from 1 to 50"]}, "invalid request")
+        symptom_list = list(symptoms) if symptoms is not None else None
+        if id is not None:
+            base = self.get(id)
+            if text is None:
+                text = "\n".join((base["title"], base["phenomenon"], base["root_cause_detail"]))
+            if symptom_list is None:
+                symptom_list = base["symptoms"]
+        text = (text or "").strip()
+        symptom_list = symptom_list or []
+        if not text and not symptom_list:
+            raise ValidationError({"similar": ["give an incident id, a text or symptom IDs"]}, "invalid request")
+        self.indexer.drain(blocking=False)
+        with self._lock:
+            by_symptoms = similarity.symptom_matches(self._db, symptom_list, exclude=id)
+        by_text = (self._with_fresh_searcher(lambda: similarity.text_matches(self.indexer, text[:20_000], exclude=id))
+                   if text else {})
+        w_symptoms = (SYMPTOM_WEIGHT if text else 1.0) if symptom_list else 0.0
+        w_text = 1.0 - w_symptoms
+        scores = {c: w_symptoms * by_symptoms.get(c, 0.0) + w_text * by_text.get(c, 0.0)
+                  for c in set(by_symptoms) | set(by_text)}
+        best = sorted(((s, i) for i, s in scores.items() if s > 0), key=lambda si: (-si[0], si[1]))[:limit]
+        with self._lock:
+            records = tables.fetch(self._db, [i for _, i in best])
+        return [{"id": i, "title": records[i]["title"], "root_cause": records[i]["root_cause"],
+                 "fix": records[i]["fix"], "status": records[i]["status"], "score": round(s, 4)}
+                for s, i in best if i in records]
+
+    def _with_fresh_searcher(self, run):
+        """Run a search; once more on a reopened index if another process replaced its files."""
+        try:
+            return run()
+        except (OSError, EOFError):
+            self.indexer.reset_searcher()
+            return run()
+
+    # ------------------------------------------------------------------ index and statistics
+
+    def reindex(self, procs: int | None = None) -> int:
+        """Rebuild the full-text index from SQLite; return the number of incidents indexed."""
+        return self.indexer.rebuild(procs=procs)
+
+    def index_lag(self) -> int:
+        """Changes written to SQLite but not yet in the index (for /metrics)."""
+        return self.indexer.lag()
+
+    def site_cause_counts(self) -> dict[str, int]:
+        """Confirmed (resolved) incidents of this site per root cause, counted from the store every time
+        (the shipped seed examples do not count)."""
+        with self._lock:
+            # the seed incidents are examples shipped with dsdoctor, not this site's history
+            rows = self._db.execute("SELECT root_cause, COUNT(*) FROM incidents WHERE status = 'resolved' "
+                                    "AND id NOT LIKE 'INC-SEED-%' GROUP BY root_cause ORDER BY root_cause").fetchall()
+        return {cause: int(n) for cause, n in rows}
+
+    def _sync(self) -> None:
+        """Bring the index up to date before a write returns (it stays queued if the wait times out)."""
+        self.indexer.drain(blocking=True, timeout=self._index_wait_s)
+
+
+def _read_lines(source: str | Path | Iterable[str]) -> list[str]:
+    if isinstance(source, str | Path):
+        path = Path(source)
+        try:
+            return path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            raise ValidationError({"file": [f"{path} does not exist"]}, "cannot import") from None
+        except UnicodeDecodeError as exc:
+            raise ValidationError({"file": [f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})"]},
+                                  "cannot import") from None
+    return [line.decode("utf-8") if isinstance(line, bytes) else line for line in source]
