@@ -8,32 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from kb import loader
 from kb.catalog import CATALOG_PATH, load_catalog
 from kb.errors import KnowledgeError, Problem
 from kb.lint import lint, summary
+from tests.kbfiles import FIXTURE, _fresh_cache, edit, kbdir  # noqa: F401
 
-FIXTURE = Path(__file__).parent / "fixtures" / "kb"
-SHARED_CATALOG = Path("/work/shared/catalog/root_causes.yaml")
-
-
-@pytest.fixture(autouse=True)
-def _fresh_cache(monkeypatch):
-    monkeypatch.delenv("DSDOCTOR_KB_PATH", raising=False)
-    loader.clear_cache()
+SHARED_CATALOG = Path(__file__).resolve().parents[2] / "shared" / "catalog" / "root_causes.yaml"
 
 
-@pytest.fixture
-def kbdir(tmp_path) -> Path:
-    dst = tmp_path / "data"
-    shutil.copytree(FIXTURE / "data", dst)
-    return dst
 
 
-def edit(path: Path, old: str, new: str) -> None:
-    text = path.read_text(encoding="utf-8")
-    assert old in text, f"{old!r} not in {path}"
-    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
 
 
 def run(data_dir: Path, overlays: list[Path] | None = None, **kwargs) -> list[Problem]:

@@ -11,30 +11,7 @@ from kb import loader
 from kb.errors import KnowledgeError, Problem
 from kb.loader import get_kb, load_kb
 from kb.yamlload import load_text
-
-FIXTURE = Path(__file__).parent / "fixtures" / "kb"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_cache(monkeypatch):
-    monkeypatch.delenv("DSDOCTOR_KB_PATH", raising=False)
-    loader.clear_cache()
-    yield
-    loader.clear_cache()
-
-
-@pytest.fixture
-def kbdir(tmp_path) -> Path:
-    """A writable copy of the fixture base layer."""
-    dst = tmp_path / "data"
-    shutil.copytree(FIXTURE / "data", dst)
-    return dst
-
-
-def edit(path: Path, old: str, new: str) -> None:
-    text = path.read_text(encoding="utf-8")
-    assert old in text, f"{old!r} not in {path}"
-    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+from tests.kbfiles import FIXTURE, _fresh_cache, edit, kbdir  # noqa: F401
 
 
 def line_number(path: Path, needle: str, occurrence: int = 1) -> int:
