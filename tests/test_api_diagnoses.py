@@ -15,13 +15,13 @@ from tests.test_api_support import EVIDENCE, NAN_LOG, api_app, assert_problem, c
 HF = "hf_" + "Zq9" * 12
 
 
-def _create(client, evidence=EVIDENCE, query=""):  # noqa: F811
+def _create(client, evidence=EVIDENCE, query=""):
     response = client.post(f"/v1/diagnoses{query}", json=evidence)
     assert response.status_code == 201, response.get_json()
     return response
 
 
-def test_create_returns_the_diagnosis_and_where_it_is_stored(client) -> None:  # noqa: F811
+def test_create_returns_the_diagnosis_and_where_it_is_stored(client) -> None:
     response = _create(client)
     body = response.get_json()
     assert response.headers["Location"] == f"/v1/diagnoses/{body['id']}"
@@ -38,14 +38,14 @@ def test_create_returns_the_diagnosis_and_where_it_is_stored(client) -> None:  #
     assert stored.status_code == 200 and stored.get_json() == body
 
 
-def test_lang_and_top(client) -> None:  # noqa: F811
+def test_lang_and_top(client) -> None:
     body = _create(client, query="?lang=zh&top=2").get_json()
     assert len(body["causes"]) == 2
     assert body["lang"] == "zh" and "（中文）" in body["causes"][0]["title"]
     assert "首要候选" in body["summary"]["text"] or "最可能" in body["summary"]["text"]
 
 
-def test_secrets_are_redacted_before_storing_and_echoing(client, api_app) -> None:  # noqa: F811
+def test_secrets_are_redacted_before_storing_and_echoing(client, api_app) -> None:
     evidence = {"description": f"token={HF}", "logs": [{"source": "rank3", "text": f"[rank3]: loss is nan {HF}\n"}],
                 "config": {"train_batch_size": 8, "wandb_api_key": "k-123"}}
     response = _create(client, evidence)
@@ -59,7 +59,7 @@ def test_secrets_are_redacted_before_storing_and_echoing(client, api_app) -> Non
     assert "[REDACTED:hf_token]" in stored.evidence["logs"][0]["text"]
 
 
-def test_multipart_with_log_files(client) -> None:  # noqa: F811
+def test_multipart_with_log_files(client) -> None:
     data = {
         "logs": [(io.BytesIO(b"[rank1]: step 9 loss is nan\n"), "rank1.log"),
                  (io.BytesIO(gzip.compress(b"[rank5]: only rank 5 has nan\n")), "rank5.log.gz")],
@@ -80,7 +80,7 @@ def test_multipart_with_log_files(client) -> None:  # noqa: F811
     assert sources == {"rank1", "rank5"}
 
 
-def test_multipart_metrics_as_json_lines(client, api_app) -> None:  # noqa: F811
+def test_multipart_metrics_as_json_lines(client, api_app) -> None:
     lines = b'{"name": "loss", "rank": 0, "step": 1, "value": 2.0}\n{"name": "loss", "rank": 0, "step": 2, "value": "nan"}\n'
     data = {"metrics": (io.BytesIO(lines), "metrics.jsonl"), "description": "loss is nan"}
     response = client.post("/v1/diagnoses", data=data, content_type="multipart/form-data")
@@ -89,21 +89,21 @@ def test_multipart_metrics_as_json_lines(client, api_app) -> None:  # noqa: F811
     assert stored.evidence["metrics"][1]["value"] == "nan"
 
 
-def test_gzip_json_body(client) -> None:  # noqa: F811
+def test_gzip_json_body(client) -> None:
     response = client.post("/v1/diagnoses", data=gzip.compress(json.dumps(EVIDENCE).encode()),
                            content_type="application/json", headers={"Content-Encoding": "gzip"})
     assert response.status_code == 201
     assert response.get_json()["first_error"]["rank"] == 3
 
 
-def test_invalid_utf8_is_decoded_with_replacement(client) -> None:  # noqa: F811
+def test_invalid_utf8_is_decoded_with_replacement(client) -> None:
     raw = b'{"description": "caf\xe9 \xff", "logs": [{"source": "r3", "text": "[rank3]: loss is nan \xfe"}]}'
     response = client.post("/v1/diagnoses", data=raw, content_type="application/json")
     assert response.status_code == 201
     assert "\ufffd" in response.get_json()["symptoms"][0]["lines"][0]
 
 
-def test_list_pages_newest_first(client) -> None:  # noqa: F811
+def test_list_pages_newest_first(client) -> None:
     ids = [_create(client).get_json()["id"] for _ in range(5)]
     first = client.get("/v1/diagnoses?limit=2").get_json()
     assert [i["id"] for i in first["items"]] == ids[::-1][:2]
@@ -115,7 +115,7 @@ def test_list_pages_newest_first(client) -> None:  # noqa: F811
     assert len(client.get("/v1/diagnoses?since=2000-01-01T00:00:00Z").get_json()["items"]) == 5
 
 
-def test_observations_rerank_and_keep_history(client) -> None:  # noqa: F811
+def test_observations_rerank_and_keep_history(client) -> None:
     created = _create(client).get_json()
     experiment = next(x for x in created["next_experiments"] if x["id"] == "x.swap_suspect_gpu")
     follows = next(o for o in experiment["outcomes"] if o["id"] == "issue_follows_gpu")
@@ -143,14 +143,14 @@ def test_observations_rerank_and_keep_history(client) -> None:  # noqa: F811
     assert client.get(f"/v1/diagnoses/{created['id']}").get_json() == again
 
 
-def test_unknown_observation_keys_are_warnings(client) -> None:  # noqa: F811
+def test_unknown_observation_keys_are_warnings(client) -> None:
     created = _create(client).get_json()
     body = client.post(f"/v1/diagnoses/{created['id']}/observations",
                        json={"observations": {"x.swap_suspect_gpu=melted": True, "s.bogus": True}}).get_json()
     assert any("melted" in w for w in body["warnings"]) and any("s.bogus" in w for w in body["warnings"])
 
 
-def test_observations_need_something_new(client) -> None:  # noqa: F811
+def test_observations_need_something_new(client) -> None:
     created = _create(client).get_json()
     url = f"/v1/diagnoses/{created['id']}/observations"
     assert_problem(client.post(url, json={}), 422, field="observations")
@@ -159,7 +159,7 @@ def test_observations_need_something_new(client) -> None:  # noqa: F811
     assert_problem(client.post(url + "?lang=de", json={"observations": {"s.loss_nan": True}}), 422, field="lang")
 
 
-def test_observations_by_multipart(client) -> None:  # noqa: F811
+def test_observations_by_multipart(client) -> None:
     created = _create(client).get_json()
     data = {"logs": [(io.BytesIO(b"[rank0]: loss is nan on all ranks\n"), "rank0.log")],
             "observations": '{"s.scope_global": true}'}
@@ -169,7 +169,7 @@ def test_observations_by_multipart(client) -> None:  # noqa: F811
     assert response.get_json()["observation_history"][0]["logs_added"] == ["rank0"]
 
 
-def test_incident_from_a_diagnosis(client) -> None:  # noqa: F811
+def test_incident_from_a_diagnosis(client) -> None:
     created = _create(client).get_json()
     response = client.post(f"/v1/diagnoses/{created['id']}/incident")
     assert response.status_code == 201, response.get_json()
@@ -185,7 +185,7 @@ def test_incident_from_a_diagnosis(client) -> None:  # noqa: F811
     assert client.get(f"/v1/incidents/{incident['id']}").get_json()["diagnosis_id"] == created["id"]
 
 
-def test_incident_overrides(client) -> None:  # noqa: F811
+def test_incident_overrides(client) -> None:
     created = _create(client).get_json()
     response = client.post(f"/v1/diagnoses/{created['id']}/incident",
                            json={"root_cause": "hardware.silent_data_corruption", "status": "resolved",
@@ -199,7 +199,7 @@ def test_incident_overrides(client) -> None:  # noqa: F811
     assert_problem(client.post(f"/v1/diagnoses/{created['id']}/incident", json={"colour": "x"}), 422, field="colour")
 
 
-def test_resolved_incidents_become_site_priors(client) -> None:  # noqa: F811
+def test_resolved_incidents_become_site_priors(client) -> None:
     created = _create(client).get_json()
     client.post(f"/v1/diagnoses/{created['id']}/incident",
                 json={"root_cause": "hardware.silent_data_corruption", "status": "resolved", "fix": "swap"})
@@ -215,7 +215,7 @@ def test_resolved_incidents_become_site_priors(client) -> None:  # noqa: F811
     assert any(item["id"] for item in later["similar_incidents"])
 
 
-def test_stats_reach_metrics(client) -> None:  # noqa: F811
+def test_stats_reach_metrics(client) -> None:
     _create(client)
     text = client.get("/metrics").get_data(as_text=True)
     assert 'dsdoctor_diagnoses_total{top_cause="data.corrupt_sample"}' in text

@@ -84,7 +84,7 @@ CASES = [
 
 @pytest.mark.parametrize(("method", "url", "kwargs", "status", "field"), CASES,
                          ids=[f"{c[0]} {c[1][:50]} {c[3]}" for c in CASES])
-def test_error_shape(client, method, url, kwargs, status, field) -> None:  # noqa: F811
+def test_error_shape(client, method, url, kwargs, status, field) -> None:
     response = getattr(client, method)(url, **kwargs)
     body = assert_problem(response, status, field=field)
     assert body["instance"] == url.split("?")[0]
@@ -93,7 +93,7 @@ def test_error_shape(client, method, url, kwargs, status, field) -> None:  # noq
         assert body["errors"] and all(e["message"] for e in body["errors"])
 
 
-def test_405_names_the_allowed_methods(client) -> None:  # noqa: F811
+def test_405_names_the_allowed_methods(client) -> None:
     response = client.delete("/v1/diagnoses")
     assert_problem(response, 405)
     allowed = {m.strip() for m in response.headers["Allow"].split(",")}
@@ -101,7 +101,7 @@ def test_405_names_the_allowed_methods(client) -> None:  # noqa: F811
     assert "GET" in response.get_json()["detail"]
 
 
-def test_validation_error_says_what_is_allowed(client) -> None:  # noqa: F811
+def test_validation_error_says_what_is_allowed(client) -> None:
     body = client.post("/v1/diagnoses", json={"description": "x", "colour": "red"}).get_json()
     message = next(e["message"] for e in body["errors"] if e["field"] == "colour")
     assert "description" in message and "logs" in message  # the allowed fields are listed
@@ -147,6 +147,6 @@ def test_broken_knowledge_base_is_a_503(dsdoctor_home) -> None:
     app.extensions["dsdoctor"]["services"].close()
 
 
-def test_problem_bodies_are_json_documents(client) -> None:  # noqa: F811
+def test_problem_bodies_are_json_documents(client) -> None:
     raw = client.get("/nowhere").get_data(as_text=True)
     assert json.loads(raw)["status"] == 404

@@ -9,12 +9,12 @@ import pytest
 from tests.test_api_support import EVIDENCE, api_app, assert_problem, client, make_app  # noqa: F401
 
 
-def test_healthz(client) -> None:  # noqa: F811
+def test_healthz(client) -> None:
     response = client.get("/healthz")
     assert response.status_code == 200 and response.get_json() == {"status": "ok"}
 
 
-def test_readyz_reports_each_check(client, monkeypatch) -> None:  # noqa: F811
+def test_readyz_reports_each_check(client, monkeypatch) -> None:
     import api.blueprints.health as health
 
     fake = {"knowledge": {"ok": True, "detail": "x"}, "store": {"ok": True, "detail": "y"}}
@@ -26,7 +26,7 @@ def test_readyz_reports_each_check(client, monkeypatch) -> None:  # noqa: F811
     assert body["checks"]["store"]["detail"] == "disk full" and "store" in body["detail"]
 
 
-def test_readiness_checks_are_real(api_app) -> None:  # noqa: F811
+def test_readiness_checks_are_real(api_app) -> None:
     from api.blueprints.health import readiness_checks
 
     with api_app.test_request_context("/readyz"):
@@ -36,7 +36,7 @@ def test_readiness_checks_are_real(api_app) -> None:  # noqa: F811
     assert checks["store"]["ok"] and checks["index"]["ok"]
 
 
-def test_metrics_count_requests_by_route_and_status(client) -> None:  # noqa: F811
+def test_metrics_count_requests_by_route_and_status(client) -> None:
     client.get("/healthz")
     client.get("/v1/diagnoses/nope")
     client.get("/no/such/thing")
@@ -73,7 +73,7 @@ print(body.decode())
     assert "dsdoctor_log_bytes_processed_total 200.0" in out
 
 
-def test_openapi_document(client) -> None:  # noqa: F811
+def test_openapi_document(client) -> None:
     spec = client.get("/openapi.json").get_json()
     assert spec["openapi"].startswith("3.")
     paths = spec["paths"]
@@ -94,7 +94,7 @@ def test_openapi_document(client) -> None:  # noqa: F811
     assert evidence["additionalProperties"] is False and "logs" in evidence["properties"]
 
 
-def test_docs_page_works_offline(client) -> None:  # noqa: F811
+def test_docs_page_works_offline(client) -> None:
     page = client.get("/docs")
     assert page.status_code == 200 and page.mimetype == "text/html"
     html = page.get_data(as_text=True)
@@ -109,7 +109,7 @@ def test_docs_page_works_offline(client) -> None:  # noqa: F811
     assert_problem(client.get("/docs/assets/secret.py"), 404)
 
 
-def test_docs_fall_back_without_swagger_ui(client, monkeypatch) -> None:  # noqa: F811
+def test_docs_fall_back_without_swagger_ui(client, monkeypatch) -> None:
     import api.blueprints.docs as docs
 
     monkeypatch.setattr(docs, "swagger_dist", lambda: None)
@@ -118,7 +118,7 @@ def test_docs_fall_back_without_swagger_ui(client, monkeypatch) -> None:  # noqa
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_chinese_text_is_utf8_json(client, lang) -> None:  # noqa: F811
+def test_chinese_text_is_utf8_json(client, lang) -> None:
     response = client.post(f"/v1/diagnoses?lang={lang}", json={**EVIDENCE, "description": "第 3 号卡 loss is nan"})
     assert response.status_code == 201
     assert response.content_type.startswith("application/json")

@@ -9,13 +9,13 @@ RECORD = {"title": "Loss NaN on rank 3 only", "phenomenon": "rank 3 reports loss
           "symptoms": ["s.loss_nan", "s.nan_subset_ranks"], "occurred_at": "2024-05-01"}
 
 
-def _add(client, **changes):  # noqa: F811
+def _add(client, **changes):
     response = client.post("/v1/incidents", json={**RECORD, **changes})
     assert response.status_code == 201, response.get_json()
     return response
 
 
-def test_create_get_patch_delete(client) -> None:  # noqa: F811
+def test_create_get_patch_delete(client) -> None:
     response = _add(client)
     incident = response.get_json()
     assert response.headers["Location"] == f"/v1/incidents/{incident['id']}"
@@ -31,17 +31,17 @@ def test_create_get_patch_delete(client) -> None:  # noqa: F811
     assert_problem(client.get(f"/v1/incidents/{incident['id']}"), 404)
 
 
-def test_conflict_on_existing_id(client) -> None:  # noqa: F811
+def test_conflict_on_existing_id(client) -> None:
     _add(client, id="INC-1")
     assert_problem(client.post("/v1/incidents", json={**RECORD, "id": "INC-1"}), 409)
 
 
-def test_secrets_in_incidents_are_redacted(client) -> None:  # noqa: F811
+def test_secrets_in_incidents_are_redacted(client) -> None:
     incident = _add(client, fix="rotated password=hunter2").get_json()
     assert "hunter2" not in incident["fix"]
 
 
-def test_search_filters_facets_and_cursor(client) -> None:  # noqa: F811
+def test_search_filters_facets_and_cursor(client) -> None:
     for n in range(3):
         _add(client, title=f"NaN on rank {n}", occurred_at=f"2024-05-0{n + 1}")
     _add(client, title="Loss exploded everywhere", root_cause="compute.lr_divergence", severity="low",
@@ -64,7 +64,7 @@ def test_search_filters_facets_and_cursor(client) -> None:  # noqa: F811
     assert {i["id"] for i in page["items"]}.isdisjoint({i["id"] for i in rest["items"]})
 
 
-def test_similar(client) -> None:  # noqa: F811
+def test_similar(client) -> None:
     first = _add(client).get_json()
     twin = _add(client, title="Rank 3 NaN again").get_json()
     _add(client, title="Unrelated", root_cause="compute.lr_divergence", symptoms=["s.scope_global"],

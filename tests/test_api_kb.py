@@ -7,7 +7,7 @@ import json
 from tests.test_api_support import api_app, assert_problem, client  # noqa: F401
 
 
-def test_causes(client) -> None:  # noqa: F811
+def test_causes(client) -> None:
     items = client.get("/v1/kb/causes").get_json()["items"]
     assert [c["id"] for c in items] == sorted(c["id"] for c in items)
     assert {"compute.lr_divergence", "hardware.silent_data_corruption"} <= {c["id"] for c in items}
@@ -17,7 +17,7 @@ def test_causes(client) -> None:  # noqa: F811
     assert zh["title"].endswith("（中文）")
 
 
-def test_one_cause(client) -> None:  # noqa: F811
+def test_one_cause(client) -> None:
     cause = client.get("/v1/kb/causes/hardware.silent_data_corruption").get_json()
     assert cause["mechanisms"] == {"m.silent_wrong_compute": 0.9}
     assert cause["symptoms"]["s.nan_subset_ranks"] > cause["symptoms"].get("s.same_node_repeatedly", 0)
@@ -27,7 +27,7 @@ def test_one_cause(client) -> None:  # noqa: F811
     assert "hardware.silent_data_corruption" in body["detail"]  # did you mean
 
 
-def test_symptoms_and_experiments(client) -> None:  # noqa: F811
+def test_symptoms_and_experiments(client) -> None:
     symptoms = client.get("/v1/kb/symptoms").get_json()["items"]
     assert "s.loss_nan" in {s["id"] for s in symptoms}
     experiments = client.get("/v1/kb/experiments").get_json()["items"]
@@ -37,7 +37,7 @@ def test_symptoms_and_experiments(client) -> None:  # noqa: F811
     assert "hardware.silent_data_corruption" in swap["tests"]
 
 
-def test_graph_json_whole_and_around(client) -> None:  # noqa: F811
+def test_graph_json_whole_and_around(client) -> None:
     whole = client.get("/v1/kb/graph").get_json()
     assert {"nodes", "edges"} <= set(whole)
     near = client.get("/v1/kb/graph?around=m.bad_input&depth=1").get_json()
@@ -48,7 +48,7 @@ def test_graph_json_whole_and_around(client) -> None:  # noqa: F811
     assert any(n["kind"] == "experiment" for n in with_x["nodes"])
 
 
-def test_graph_dot_and_mermaid(client) -> None:  # noqa: F811
+def test_graph_dot_and_mermaid(client) -> None:
     dot = client.get("/v1/kb/graph?format=dot&around=data.corrupt_sample")
     assert dot.mimetype == "text/vnd.graphviz"
     assert dot.get_data(as_text=True).startswith("digraph") and '"data.corrupt_sample"' in dot.get_data(as_text=True)
