@@ -56,11 +56,10 @@ class EvidenceState:
     def from_extraction(cls, extraction: Extraction) -> EvidenceState:
         settings = engine_settings()
         present: dict[str, float] = {}
-        first = extraction.first_error
-        origin = extraction.symptoms.get(first.symptom) if first and first.symptom else None
-        # victim lines only lose weight when an origin error elsewhere explains them; in a pure
-        # hang the watchdog timeouts are the first error and count in full
-        has_origin = origin is not None and not origin.secondary
+        # victim lines only lose weight when an origin error elsewhere explains them (the rules
+        # layer then reports s.secondary_timeouts); in a pure hang the watchdog timeouts are the
+        # first error and count in full
+        has_origin = "s.secondary_timeouts" in extraction.symptoms
         for sid, obs in extraction.symptoms.items():
             reliability = obs.reliability
             if obs.secondary and has_origin:
