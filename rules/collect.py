@@ -125,6 +125,11 @@ class Collector:
         self.overflow_attempted: list[str] = list(fields["overflow_attempted"])
         self.overflow_new: list[str] = list(fields["overflow_new"])
         self.series_fields: dict[str, dict[str, Any]] = dict(fields["series"])
+        # captured names that feed the job facts / the numeric series (a line without any skips both)
+        self._fact_names = frozenset(self.world_size_fields) | frozenset(self.nodes_fields)
+        self._series_names = frozenset(self.series_fields)
+        self._series = [(name, target["series"], float(target.get("scale", 1.0)))
+                        for name, target in self.series_fields.items()]
         self.node_counts: set[int] = set()
         self.decided: set[str] = set()  # derived-only symptoms a derivation has ruled on
         self._process_re = re2.compile(settings["oom"]["other_process_pattern"].encode(),
@@ -168,9 +173,25 @@ class Collector:
         self.order += 1
         order = self.order
         groups: dict[str, Any] = {}
+        symptom_matches: list[RuleMatch] = []
+        source_marker = overflow = has_marker = False
+        overflow_symptoms = self.overflow_symptoms
         for m in matches:
-            for name, raw in m.groups.items():
-                groups.setdefault(name, convert(raw, m.rule.fields.get(name, "str")))
+            rule = m.rule
+            if m.groups:
+                kinds = rule.fields
+                for name, raw in m.groups.items():
+                    if name not in groups:  # the first rule to capture a field wins
+                        groups[name] = convert(raw, kinds.get(name, "str"))
+            marker = rule.marker
+            if rule.kind == "marker":
+                has_marker = True
+            else:
+                symptom_matches.append(m)
+            if marker == "source_dmesg" or marker == "source_nvidia_smi":
+                source_marker = True
+            if marker == "overflow" or rule.symptom in overflow_symptoms:
+                overflow = True
         rank = parse_int(groups["rank"]) if "rank" in groups else None
         if rank is None:
             rank = ctx.rank if ctx.rank is not None else src.hint.rank
@@ -178,7 +199,7 @@ class Collector:
         local_rank = ctx.local_rank
         if ctx.kernel:
             src.kinds.add("dmesg")
-        elif not any(m.rule.marker in ("source_dmesg", "source_nvidia_smi") for m in matches):
+        elif not source_marker:
             src.other_lines += 1
         participant = self._participant(src, rank, node, local_rank)
         stream = self.streams.get((src.index, participant))
@@ -190,7 +211,6 @@ class Collector:
             if year_known:
                 self.years[time.year] = self.years.get(time.year, 0) + 1
 
-        symptom_matches = [m for m in matches if m.rule.kind != "marker"]
         if symptom_matches and time is None:
             time, year_known = lookback()
             if time is None and stream.last_time is not None:
@@ -203,19 +223,23 @@ class Collector:
         step = self._first(groups, self.step_fields)
         if step is not None:
             groups.setdefault("step", step)
-        progress_done = False
-        for m in matches:
-            if m.rule.kind != "marker":
-                continue
-            if m.rule.marker == "progress":
-                if progress_done:
-                    continue  # several progress markers on one line are one step
-                progress_done = True
-            self._marker(m, src, stream, participant, node, lineno, groups)
-        if any(m.rule.marker == "overflow" or m.rule.symptom in self.overflow_symptoms for m in matches):
+        if has_marker:
+            progress_done = False
+            for m in matches:
+                if m.rule.kind != "marker":
+                    continue
+                if m.rule.marker == "progress":
+                    if progress_done:
+                        continue  # several progress markers on one line are one step
+                    progress_done = True
+                self._marker(m, src, stream, participant, node, lineno, groups)
+        if overflow:
             self._overflow(groups, rank, order, stream, src)
-        self._facts(groups)
-        self._numbers(groups, rank, order)
+        if groups:
+            if not self._fact_names.isdisjoint(groups):
+                self._facts(groups)
+            if not self._series_names.isdisjoint(groups):
+                self._numbers(groups, rank, order)
 
         text = None
         for m in symptom_matches:
@@ -374,12 +398,11 @@ class Collector:
             return
         step_value = parse_int(groups.get("step"))
         step = float(step_value) if step_value is not None else None
-        for name, target in self.series_fields.items():
+        for name, series, scale in self._series:
             if name in groups:
                 value = parse_float(groups[name])
                 if value is not None:
-                    self.numbers.add(target["series"], rank, value * float(target.get("scale", 1.0)), step, order,
-                                     "logs")
+                    self.numbers.add(series, rank, value * scale, step, order, "logs")
 
     def _other_processes(self, line: bytes) -> int:
         """Bytes that other processes hold on the GPU, from an OOM message's per-process list."""

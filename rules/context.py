@@ -220,8 +220,7 @@ def parse_prefix(line: bytes) -> LineContext:
             break
         pos = m.end()
     ctx.message_start = pos
-    window = head[pos:pos + 200]
-    if ctx.rank is None and (b"ank" in window or b"ANK" in window):
+    if ctx.rank is None and (b"ank" in (window := head[pos:pos + 200]) or b"ANK" in window):
         m = _RANK_IN_MESSAGE.search(head, pos, pos + 200)
         if m:
             rank = int(m.group(1))

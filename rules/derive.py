@@ -315,13 +315,24 @@ def _node_map(collector: Collector, world: int | None, nodes: int | None):
 # ---------------------------------------------------------------------- phase
 
 
+_STAGE_MATCHERS: dict[tuple[tuple[Any, Any, Any], ...], list[tuple[str, Any, Any]]] = {}
+
+
 def _stage_matchers(cfg: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """The compiled frame-stage patterns (compiled once per distinct setting, not per extraction)."""
+    key = tuple((entry["stage"], entry.get("func"), entry.get("file")) for entry in cfg["frame_stages"])
+    cached = _STAGE_MATCHERS.get(key)
+    if cached is not None:
+        return cached
     out = []
     options = re2_options(caseless=False, utf8=True)
-    for entry in cfg["frame_stages"]:
-        func = re2.compile(entry["func"], options) if entry.get("func") else None
-        file = re2.compile(entry["file"], options) if entry.get("file") else None
-        out.append((entry["stage"], func, file))
+    for stage, func_pattern, file_pattern in key:
+        func = re2.compile(func_pattern, options) if func_pattern else None
+        file = re2.compile(file_pattern, options) if file_pattern else None
+        out.append((stage, func, file))
+    if len(_STAGE_MATCHERS) >= 16:
+        _STAGE_MATCHERS.clear()
+    _STAGE_MATCHERS[key] = out
     return out
 
 

@@ -24,7 +24,7 @@ from rules import config_checks, derive, env_checks, metrics, phrases
 from rules.collect import Collector, SourceState
 from rules.context import parse_prefix, source_hint
 from rules.loader import default_rules
-from rules.matcher import LineMatcher, cached_matcher
+from rules.matcher import LineMatcher, cached_fingerprint, cached_matcher
 from rules.model import Extraction
 from rules.ruleset import Rule, RuleSet
 from rules.settings import Settings, load_settings
@@ -62,6 +62,32 @@ class _Plan:
         # rules that capture the rank: repeatable when the prefix gives the rank (both name the same process)
         self.rank_capture = [_repeatable(r, anchored, settings, allow_rank=True) and not rep
                              for r, anchored, rep in zip(matcher.rules, matcher.anchored, self.repeatable, strict=True)]
+        # (rule indexes hitting one line) -> what the read loop needs to know about such a line
+        self.line_kinds: dict[tuple[int, ...], tuple[bool, int, bool, tuple[int, ...]]] = {}
+
+    def line_kind(self, indexes: tuple[int, ...]) -> tuple[bool, int, bool, tuple[int, ...]]:
+        """For a line hit by ``indexes``: (only context-only rules, sampling key, a progress rule among
+        them, the symptom rules). Remembered for the next line hit by the same rules."""
+        context_only, is_progress = self.context_only, self.is_progress
+        key = min(indexes)
+        kind = (all(context_only[k] for k in indexes), key, is_progress[key] or any(is_progress[k] for k in indexes),
+                tuple(k for k in indexes if not context_only[k]))
+        if len(self.line_kinds) < 4096:
+            self.line_kinds[indexes] = kind
+        return kind
+
+
+_PLANS: dict[tuple[LineMatcher, tuple[frozenset[str], ...]], _Plan] = {}
+
+
+def _plan(matcher: LineMatcher, settings: Settings) -> _Plan:
+    """The plan of a (process-cached) matcher under these settings, built once."""
+    cfg = settings.derive
+    key = (matcher, (frozenset(cfg["derived_only"]), frozenset(cfg["overflow_symptoms"]), frozenset(cfg["oom_symptoms"])))
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS[key] = _Plan(matcher, settings)
+    return plan
 
 
 class _Reader:
@@ -80,7 +106,7 @@ class _Reader:
         self.rules = rules
         self.settings = settings
         line_rules = rules.line_rules
-        self.full = _Plan(cached_matcher(rules.fingerprint(line_rules), line_rules, utf8=False), settings)
+        self.full = _plan(cached_matcher(cached_fingerprint(rules, line_rules), line_rules, utf8=False), settings)
         self._lean: _Plan | None = None
         self.collector = collector
         self.chunk_bytes: int = limits["chunk_bytes"]
@@ -103,7 +129,7 @@ class _Reader:
         if self._lean is None:
             rules = [r for r, ctx_only in zip(self.full.matcher.rules, self.full.context_only, strict=True)
                      if not ctx_only]
-            self._lean = _Plan(cached_matcher(RuleSet(rules).fingerprint(), rules, utf8=False), self.settings)
+            self._lean = _plan(cached_matcher(RuleSet(rules).fingerprint(), rules, utf8=False), self.settings)
         return self._lean
 
     def chunks(self, stream: BinaryIO) -> Iterator[tuple[bytes, int, int]]:
@@ -177,31 +203,34 @@ class _Reader:
         i, n = 0, len(hits)
         confirm = matcher.confirm
         collector = self.collector
-        context_only = plan.context_only
-        is_progress = plan.is_progress
         repeatable = plan.repeatable
         rank_capture = plan.rank_capture
         rules = matcher.rules
         confirmed = self.confirmed
         repeat_after = self.repeat_after
+        full_lines = self.full_lines
+        keep = self._keep
+        max_rules = self.max_rules
+        line_kinds = plan.line_kinds
         while i < n:
             end, first = hits[i]
             i += 1
             if i < n and hits[i][0] == end:
-                indexes = [first]
-                while i < n and hits[i][0] == end:
-                    indexes.append(hits[i][1])
-                    i += 1
-                sampled = all(context_only[k] for k in indexes)
-                key = min(indexes)
+                j = i + 1
+                while j < n and hits[j][0] == end:
+                    j += 1
+                indexes: tuple[int, ...] = (first, *[hit[1] for hit in hits[i:j]])
+                i = j
             else:
-                indexes = [first]
-                sampled = context_only[first]
-                key = first
+                indexes = (first,)
+            kind = line_kinds.get(indexes)
+            if kind is None:
+                kind = plan.line_kind(indexes)
+            sampled, key, progress, symptom_rules = kind
             if sampled:
                 count = seen[key] = seen.get(key, 0) + 1
-                if count > self.full_lines and not self._keep(count):
-                    if is_progress[key] or any(is_progress[k] for k in indexes):
+                if count > full_lines and not keep(count):
+                    if progress:
                         src.progress_sampled_out += 1
                     continue
             start = max(chunk.rfind(b"\n", begin, end) + 1, begin)
@@ -209,18 +238,18 @@ class _Reader:
             if line.endswith(b"\r"):
                 line = line[:-1]
             ctx = parse_prefix(line)
-            symptom_rules = [k for k in indexes if not context_only[k]]
             if symptom_rules and all((repeatable[k] or (rank_capture[k] and ctx.rank is not None))
                                      and confirmed.get(rules[k].id, 0) >= repeat_after for k in symptom_rules) \
                     and collector.repeat(src, ctx, [rules[k] for k in symptom_rules]):
                 continue  # a line like many before it, from a rank already seen: counted, not re-read
             lineno += chunk.count(b"\n", counted, start)
             counted = start
-            if len(indexes) > self.max_rules:
-                indexes = sorted(set(indexes))[: self.max_rules]
+            if len(indexes) > max_rules:
+                indexes = sorted(set(indexes))[:max_rules]
             matches = []
+            message_start = ctx.message_start
             for index in indexes:
-                m = confirm(index, line, ctx.message_start)
+                m = confirm(index, line, message_start)
                 if m is not None:
                     matches.append(m)
                     rule_id = m.rule.id
@@ -439,7 +468,7 @@ def warm_up(rules: RuleSet | None = None, settings: Settings | None = None) -> N
     reader = _Reader(rules, Collector(settings.derive), settings, None)
     _ = reader.lean
     phrase_rules = rules.phrase_rules
-    cached_matcher(rules.fingerprint(phrase_rules), phrase_rules, utf8=True)
+    cached_matcher(cached_fingerprint(rules, phrase_rules), phrase_rules, utf8=True)
 
 
 def extract_text(text: str | bytes, source: str = "stdout", **kwargs: Any) -> Extraction:

@@ -27,7 +27,7 @@ from pathlib import Path
 import hyperscan
 import re2
 
-from rules.ruleset import Rule
+from rules.ruleset import Rule, RuleSet
 
 #: RE2 looks at most this many bytes at the start and at the end of a very long line
 LONG_LINE_WINDOW = 65536
@@ -191,6 +191,15 @@ def load_or_compile(rules: Sequence[Rule], *, utf8: bool) -> tuple[hyperscan.Dat
     return db, None
 
 
+_UNANCHORED = getattr(getattr(re2, "_Anchor", None), "UNANCHORED", None)
+
+
+def _raw_regexp(regex: re2._Regexp) -> object | None:
+    """RE2's compiled object behind the ``re2`` wrapper, when this google-re2 exposes it (else ``None``)."""
+    raw = getattr(regex, "_regexp", None)
+    return raw if _UNANCHORED is not None and callable(getattr(raw, "Match", None)) else None
+
+
 @dataclass(slots=True)
 class RuleMatch:
     """A confirmed match of one rule on one line: raw captured text and the match span."""
@@ -210,6 +219,11 @@ class LineMatcher:
         self.utf8 = utf8
         self.anchored = [translate(r.pattern)[1] for r in self.rules]
         self.regexes = [compile_re2(r, utf8=utf8) for r in self.rules]
+        # For the byte-line fast path of ``confirm``: RE2's compiled object and (name, group index) per rule,
+        # so a hit line costs one call into RE2 and no per-match wrapper objects.
+        self._raw = [_raw_regexp(rx) for rx in self.regexes]
+        self._names = [tuple((k.decode() if isinstance(k, bytes) else k, i) for k, i in rx.groupindex.items())
+                       for rx in self.regexes]
         self.db, self.scratch = load_or_compile(self.rules, utf8=utf8) if self.rules else (None, None)
         self._lock = threading.Lock()  # a database owns one scratch space
 
@@ -232,9 +246,24 @@ class LineMatcher:
 
     def confirm(self, index: int, line: bytes | str, message_start: int = 0) -> RuleMatch | None:
         """Run RE2 for rule ``index`` on one line; ``None`` if it does not really match."""
+        anchored = self.anchored[index]
+        target = line[message_start:] if anchored else line
+        raw = self._raw[index]
+        if raw is not None and type(target) is bytes and len(target) <= 2 * LONG_LINE_WINDOW:
+            # fast path (every log line): the same RE2 search the wrapper's ``search`` runs, spans read directly
+            spans = raw.Match(_UNANCHORED, target, 0, len(target))
+            start, end = spans[0]
+            if start < 0:
+                return None
+            groups = {}
+            for name, group in self._names[index]:
+                g_start, g_end = spans[group]
+                if g_start >= 0:
+                    groups[name] = target[g_start:g_end].decode("utf-8", "replace")
+            offset = message_start if anchored else 0
+            return RuleMatch(self.rules[index], index, groups, start + offset, end + offset)
         regex = self.regexes[index]
-        target = line[message_start:] if self.anchored[index] else line
-        offset = message_start if self.anchored[index] else 0
+        offset = message_start if anchored else 0
         if len(target) > 2 * LONG_LINE_WINDOW:
             m = regex.search(target[:LONG_LINE_WINDOW])
             if m is None and not self.anchored[index]:
@@ -268,6 +297,26 @@ class LineMatcher:
             if m is not None:
                 out.append(m)
         return out
+
+
+_FINGERPRINTS: dict[tuple[int, int], tuple[list[Rule], str]] = {}
+
+
+def cached_fingerprint(ruleset: RuleSet, rules: list[Rule]) -> str:
+    """``ruleset.fingerprint(rules)``, remembered while the very same rule objects come back.
+
+    Saves hashing every pattern on each extraction. The cache keeps the rule objects (so their ids
+    are never reused while cached) and checks identity, so a changed rule list is hashed afresh.
+    """
+    key = (id(ruleset), len(rules))
+    cached = _FINGERPRINTS.get(key)
+    if cached is not None and all(a is b for a, b in zip(cached[0], rules, strict=True)):
+        return cached[1]
+    fingerprint = ruleset.fingerprint(rules)
+    if len(_FINGERPRINTS) >= 64:
+        _FINGERPRINTS.clear()
+    _FINGERPRINTS[key] = (list(rules), fingerprint)
+    return fingerprint
 
 
 _CACHE: dict[tuple[str, bool], LineMatcher] = {}

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from rules.collect import Collector
-from rules.matcher import cached_matcher
+from rules.matcher import cached_fingerprint, cached_matcher
 from rules.model import Extraction
 from rules.ruleset import RuleSet
 from rules.settings import Settings
@@ -47,7 +47,7 @@ def read_description(description: Any, rules: RuleSet, collector: Collector, set
     if not phrase_rules:
         return
     cfg = settings.derive["phrases"]
-    matcher = cached_matcher(rules.fingerprint(phrase_rules), phrase_rules, utf8=True)
+    matcher = cached_matcher(cached_fingerprint(rules, phrase_rules), phrase_rules, utf8=True)
     said_no: set[str] = set()
     seen: set[str] = set()
     for lineno, line in enumerate(description[:MAX_DESCRIPTION_CHARS].splitlines(), 1):
