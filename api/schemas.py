@@ -568,6 +568,9 @@ class IncidentListSchema(_Open):
     items = fields.List(fields.Dict(), required=True, metadata={"description": "incidents, best match first"})
     facets = fields.Dict(required=True, metadata={"description": "counts by root_cause, domain, severity, tag"})
     next_cursor = fields.String(allow_none=True, required=True)
+    total = fields.Integer(metadata={"description": "number of matching incidents"})
+    total_is_estimate = fields.Boolean(metadata={"description": "true when total and facets of a very common "
+                                                                "quoted phrase are estimated from a sample"})
 
 
 class SimilarListSchema(_Open):

@@ -207,7 +207,7 @@ def _dir_mb(path: Path) -> float:
 
 
 def bench_whoosh(home: Path, lines: list[str], causes: list[str], repeats: int, procs: int,
-                 reuse: bool = False) -> dict[str, Any]:
+                 reuse: bool = False, cold: bool = False) -> dict[str, Any]:
     from kb.incidents import IncidentStore
 
     store = IncidentStore(home, valid_causes=set(causes), seed=False)
@@ -230,7 +230,7 @@ def bench_whoosh(home: Path, lines: list[str], causes: list[str], repeats: int, 
     per_query: dict[str, list[float]] = {}
     for _ in range(repeats):
         for q, filters in QUERIES:
-            _forget_results(store)  # every query runs as if asked for the first time
+            _forget_results(store, cold)  # every query runs as if asked for the first time
             t = time.perf_counter()
             result = store.search(q, **filters)
             dt = time.perf_counter() - t
@@ -267,9 +267,14 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _forget_results(store: Any) -> None:
-    """Drop cached rankings and segmentations so the next search does all of its work."""
+def _forget_results(store: Any, cold: bool = False) -> None:
+    """Drop cached rankings and segmentations so the next search does all of its work; ``cold``:
+    the decoded postings of frequent terms too (kept across queries by the store)."""
+    from kb.incidents import fastscore
     from kb.incidents.analyzer import _han_words
+
+    if cold:
+        fastscore.forget_hot()
 
     cache = store.indexer.searcher().__dict__.get("_dsdoctor_cache", {})
     for key in [k for k in cache if k[0] in ("rank", "allowed")]:
@@ -363,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
     parser.add_argument("--keep", action="store_true", help="keep the temporary data directory")
     parser.add_argument("--skip-fts5", action="store_true", help="measure Whoosh only")
+    parser.add_argument("--cold", action="store_true", help="forget the decoded postings of frequent terms "
+                        "before every query too (a query's first run after a restart)")
     parser.add_argument("--home", type=Path, help="data directory to use and keep; a store already holding the "
                         "N generated incidents is searched again without importing and reindexing")
     args = parser.parse_args(argv)
@@ -387,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
                                    "procs": args.procs, "python": sys.version.split()[0],
                                    "load_average_at_start": [round(x, 1) for x in os.getloadavg()]}
         results["whoosh"] = bench_whoosh(workdir / "home", lines, causes, args.repeats, args.procs,
-                                         reuse=args.home is not None)
+                                         reuse=args.home is not None, cold=args.cold)
         w = results["whoosh"]
         print(f"whoosh: import {w['import_s']} s; full reindex {w['reindex_s']} s wall, {w['reindex_cpu_s']} s CPU "
               f"({w['docs_per_s']} docs/s, "

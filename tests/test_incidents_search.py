@@ -220,5 +220,5 @@ def test_searching_an_empty_store(dsdoctor_home):
         for q in ("checkpoint", "显存", "", '"out of memory"'):
             result = empty.search(q, domain="memory")
             assert result == {"items": [], "facets": {"root_cause": {}, "domain": {}}, "next_cursor": None,
-                              "total": 0}
+                              "total": 0, "total_is_estimate": False}
         assert empty.similar(text="checkpoint timeout") == []

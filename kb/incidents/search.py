@@ -51,6 +51,13 @@ SEGMENT_COLUMNS = 256
 _BROWSE_CACHE: OrderedDict[tuple, tuple[int, dict[str, dict[str, int]]]] = OrderedDict()
 #: ranked keys kept per query and index generation; deeper pages rank again
 KEEP_KEYS = 2000
+#: a plain query with more matches than this scores only a pool of likely leaders (KEEP_KEYS
+#: per query term) instead of every match; total and facets stay exact
+POOL_ABOVE = 5_000
+#: a phrase whose words all occur in more documents than this is checked on a pool of their
+#: PHRASE_POOL leaders per word only; its total and facets are then estimates
+PHRASE_POOL_ABOVE = 3_000
+PHRASE_POOL = 40
 MAX_LIMIT = 200
 
 
@@ -224,8 +231,10 @@ def positive_terms(q: query.Query, reader: Any) -> frozenset[str]:
 def ranked(indexer: Indexer, q: str, f: Filters, limit: int, cursor: str | None) -> dict[str, Any]:
     """Matches of a text query ordered by score desc, then id; with facets and total.
 
-    One pass scores every match (an AND query visits them all anyway) and yields the total and
-    the facets too. The ordered keys are kept per index generation, so later pages are cheap.
+    One pass finds every match (the total and the facets count them all) and scores them, or,
+    for a plain query with more than ``POOL_ABOVE`` matches, a pool of likely leaders (see
+    :func:`kb.incidents.fastscore.score_top`); ``ranked_in_pool`` says so. The ordered keys are
+    kept per index generation, so later pages are cheap.
     """
     searcher = indexer.searcher()
     parsed = parse_query(searcher, q)
@@ -233,41 +242,94 @@ def ranked(indexer: Indexer, q: str, f: Filters, limit: int, cursor: str | None)
     seen, start = 0, 0
     ranking = _cached(searcher, ("rank", q, f), lambda: _rank(searcher, parsed, f, KEEP_KEYS))
     keys = ranking["keys"]
+    after: tuple[float, str] | None = None
     if cursor:
         key, seen = decode_cursor(cursor, fingerprint)
         after = (-float(key[0]), str(key[1]))
         start = bisect.bisect_right(keys, after)
-        if start + limit >= len(keys) and ranking["truncated"]:  # deep page: rank again without the cap
-            keys = _rank(searcher, parsed, f, None)["keys"]
-            start = bisect.bisect_right(keys, after)
+        if ranking["pooled"] and not (start and keys[start - 1] == after):
+            start = len(keys)  # the cursor is past the pool
+    if start + limit >= len(keys) and ranking["truncated"]:  # deep page: rank again without the cap
+        full = _rank(searcher, parsed, f, None)["keys"]
+        if ranking["pooled"]:  # the pool's pages came first: go on with every other match
+            keys, start = _after_pool(keys, full, after)
+        else:
+            keys, start = full, bisect.bisect_right(full, after) if after else 0
     page = keys[start : start + limit]
-    more = start + limit < len(keys) or (ranking["truncated"] and start + limit < ranking["total"])
+    more = start + limit < len(keys)  # a truncated ranking was extended above when the page reached its end
     next_cursor = encode_cursor(fingerprint, [-page[-1][0], page[-1][1]], seen + len(page)) if more and page \
         else None
     return {"hits": [(k[1], -k[0]) for k in page], "facets": ranking["facets"], "next_cursor": next_cursor,
-            "total": ranking["total"], "terms": positive_terms(parsed, searcher.reader())}
+            "total": ranking["total"], "terms": positive_terms(parsed, searcher.reader()),
+            "ranked_in_pool": ranking["pooled"], "total_is_estimate": ranking["estimated"]}
 
 
 def _rank(searcher: Any, parsed: query.Query, f: Filters, keep: int | None) -> dict[str, Any]:
-    """Score every match: sorted (-score, id) keys (the first ``keep``), total and facet counts."""
+    """Sorted (-score, id) keys (the first ``keep``), total and facet counts of every match.
+
+    With ``keep`` set, a plain query with more than ``POOL_ABOVE`` matches scores only a pool of
+    likely leaders (``pooled``: its keys are the pool's, exact BM25 order within it); the total
+    and the facets still count every match. ``keep=None`` scores every match.
+    """
     allowed = _allowed(searcher, f)
-    fast = fastscore.score_all(searcher, parsed, allowed)
+    fast = fastscore.score_top(searcher, parsed, allowed, POOL_ABOVE if keep is not None else None, keep or 0)
+    estimated = False
+    if fast is None and keep is not None:
+        fast = fastscore.phrase_top(searcher, parsed, allowed, PHRASE_POOL_ABOVE, PHRASE_POOL)
+        estimated = fast is not None
     if fast is not None:
-        scored = [(score, docnum) for docnum, score in fast.items()]
+        scored: Iterable[tuple[float, int]] = [(score, docnum) for docnum, score in fast.scores.items()]
+        docnums: Iterable[int] = fast.matches
+        total, pooled = len(fast.matches), fast.pooled
     else:
         scored = searcher.search(parsed, filter=allowed, limit=None).top_n  # (score, docnum) of every match
+        docnums = [docnum for _score, docnum in scored]
+        total, pooled = len(scored), False
+    if estimated:  # phrase: the share of the pool that holds it, applied to every candidate
+        docnums = list(fast.scores)
+        total = max(len(docnums), round(total * len(docnums) / max(fast.checked, 1)))
     ids = _cached(searcher, ("column", "id"), lambda: _column(searcher, "id"))
     keys = [(-score, ids[docnum]) for score, docnum in scored]
-    if keep is not None and len(keys) > keep:
+    if keep is not None and len(keys) > keep and not pooled:
         keys = heapq.nsmallest(keep, keys)
     else:
         keys.sort()
-    docnums = [docnum for _score, docnum in scored]
     facets = {}
+    rest = None  # most documents match: count the others and subtract from the counts of all
+    if isinstance(docnums, set) and len(docnums) * 2 > searcher.doc_count():
+        rest = _live(searcher) - docnums
     for name in ("root_cause", "domain"):
         values = _cached(searcher, ("column", name), lambda name=name: _column(searcher, name))
-        facets[name] = _sorted_counts(Counter(map(values.__getitem__, docnums)))
-    return {"keys": keys, "total": len(scored), "facets": facets, "truncated": len(keys) < len(scored)}
+        if rest is not None:
+            everything = _cached(searcher, ("counts", name),
+                                 lambda values=values: Counter(map(values.__getitem__, _live(searcher))))
+            counts = everything - Counter(map(values.__getitem__, rest))
+        else:
+            counts = Counter(map(values.__getitem__, docnums))
+        if estimated and docnums:  # the pool's matches, scaled to the estimated total
+            counts = Counter({k: max(1, round(v * total / len(docnums))) for k, v in counts.items()})
+        facets[name] = _sorted_counts(counts)
+    return {"keys": keys, "total": total, "facets": facets, "truncated": pooled or len(keys) < total,
+            "pooled": pooled, "estimated": estimated}
+
+
+def _live(searcher: Any) -> frozenset[int]:
+    """Doc numbers of the documents not deleted (once per index generation)."""
+    return _cached(searcher, ("live",), lambda: frozenset(searcher.reader().all_doc_ids()))
+
+
+def _after_pool(pool: list[tuple[float, str]], full: list[tuple[float, str]],
+                after: tuple[float, str] | None) -> tuple[list[tuple[float, str]], int]:
+    """Keys in page order for a pooled ranking (the pool, then every other match by score) and
+    the position just after the cursor key ``after`` (None: the start)."""
+    in_pool = {k[1] for k in pool}
+    rest = [k for k in full if k[1] not in in_pool]
+    if after is None:
+        return pool + rest, 0
+    i = bisect.bisect_left(pool, after)
+    if i < len(pool) and pool[i] == after:
+        return pool + rest, i + 1
+    return pool + rest, len(pool) + bisect.bisect_right(rest, after)
 
 
 def _allowed(searcher: Any, f: Filters) -> set[int] | None:

@@ -275,7 +275,7 @@ class IncidentStore:
             record["highlights"] = highlights(record, found["terms"])
             items.append(record)
         return {"items": items, "facets": found["facets"], "next_cursor": found["next_cursor"],
-                "total": found["total"]}
+                "total": found["total"], "total_is_estimate": bool(found.get("total_is_estimate", False))}
 
     def similar(self, id: str | None = None, *, text: str | None = None, symptoms: Iterable[str] | None = None,
                 limit: int = 5) -> list[dict[str, Any]]:
