@@ -31,6 +31,9 @@ from kb.model import Cause, KnowledgeBase
 from rules.model import Extraction, JobContext
 
 UNEXPLAINED = "unexplained"
+#: the phase names of the rules layer and the symptom that states each
+PHASE_SYMPTOMS = {"launch": "s.phase_launch", "first-step": "s.phase_first_step", "steady": "s.phase_steady",
+                  "checkpoint": "s.phase_checkpoint", "eval": "s.phase_eval", "exit": "s.phase_exit"}
 SETTINGS_FILE = Path(__file__).with_name("engine.yaml")
 
 
@@ -65,12 +68,16 @@ class EvidenceState:
             if obs.secondary and has_origin:
                 reliability = min(reliability, settings["secondary_reliability"])
             present[sid] = max(present.get(sid, 0.0), reliability)
+        phase = extraction.phase
+        if phase in ("unknown", "", None):  # no phase in the logs: take it from a person's words
+            told = [name for name, sid in PHASE_SYMPTOMS.items() if sid in present]
+            phase = told[0] if len(told) == 1 else "unknown"
         return cls(
             present=present,
             absent=set(extraction.absent) - set(present),
             supplied=set(extraction.supplied_sources) | {"derived"},
             context=extraction.context,
-            phase=extraction.phase,
+            phase=phase,
         )
 
 

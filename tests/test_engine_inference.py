@@ -119,3 +119,20 @@ def test_information_gain_is_zero_when_every_cause_predicts_the_same():
     gain, forecasts = information_gain(kb.experiments["x.useless"], {"data.corrupt_sample": 0.5, UNEXPLAINED: 0.5})
     assert gain == pytest.approx(0.0, abs=1e-9)
     assert sum(f.probability for f in forecasts) == pytest.approx(1.0)
+
+
+def test_phase_stated_in_words_gates_like_a_phase_from_the_logs():
+    from rules.model import Extraction, ObservedSymptom
+
+    kb = build(
+        [cause("memory.activation_memory", 0.6, {"m.a": 0.9}, phases=["first-step", "steady"]),
+         cause("memory.checkpoint_peak", 0.2, {"m.c": 0.9}, phases=["checkpoint"])],
+        {"m.a": {"s.cuda_oom": 0.9}, "m.c": {"s.cuda_oom": 0.6, "s.phase_checkpoint": 0.8}},
+        [symptom("s.cuda_oom"), symptom("s.phase_checkpoint", source="description")],
+    )
+    extraction = Extraction()
+    for sid in ("s.cuda_oom", "s.phase_checkpoint"):
+        extraction.symptoms[sid] = ObservedSymptom(sid, reliability=0.8)
+    state = EvidenceState.from_extraction(extraction)
+    assert state.phase == "checkpoint"
+    assert rank(kb, state).causes[0].id == "memory.checkpoint_peak"
