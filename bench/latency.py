@@ -11,7 +11,6 @@ Usage: python -m bench.latency [--repeat 20]
 from __future__ import annotations
 
 import argparse
-import random
 import statistics
 import subprocess
 import sys
@@ -25,26 +24,9 @@ def _pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def synthetic_log(path: Path, size: int = 1 << 20) -> None:
-    """A multi-rank training log of about ``size`` bytes with a handful of error lines."""
-    rng = random.Random(3)
-    with path.open("w", encoding="utf-8") as fh:
-        written, step = 0, 0
-        while written < size:
-            rank = rng.randrange(64)
-            step += 1
-            line = (f"[rank{rank}]:[2024-05-01 10:{step // 600 % 60:02d}:{step % 60:02d},123] [INFO] [engine.py:2156:_report_progress]"
-                    f" [Rank {rank}] step={step}, skipped=0, lr=[0.0001], mom=[(0.9, 0.95)]\n")
-            fh.write(line)
-            written += len(line)
-        fh.write("[rank5]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 5 has a total "
-                 "capacity of 79.15 GiB of which 1.02 GiB is free. Including non-PyTorch memory, this process has "
-                 "78.11 GiB memory in use. Of the allocated memory 75.20 GiB is allocated by PyTorch, and 1.10 GiB is "
-                 "reserved by PyTorch but unallocated.\n")
-
-
 def main() -> None:
     from bench.accuracy import devset_cases, seed_cases
+    from bench.api_bench import multi_rank_log
     from kb.inference import EvidenceState, rank
     from kb.loader import get_kb
     from kb.planner import propose
@@ -72,7 +54,7 @@ def main() -> None:
     exe = str(Path(sys.executable).with_name("dsdoctor"))
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "train.log"
-        synthetic_log(log)
+        log.write_text(multi_rank_log(1 << 20), encoding="utf-8")
         runs = {"dsdoctor --help (start-up)": [exe, "--help"], "dsdoctor diagnose 1 MB log": [exe, "diagnose", str(log)]}
         for name, cmd in runs.items():
             times = []

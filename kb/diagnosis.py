@@ -43,8 +43,10 @@ def parse_observations(raw: dict[str, Any] | None, kb: KnowledgeBase) -> tuple[E
                 warnings.append(f"unknown outcome {outcome!r} of {exp_id}; allowed: {allowed}")
             else:
                 state.outcomes.append((exp_id, outcome, happened))
+        elif key in kb.symptoms and happened:
+            state.present[key] = 1.0
         elif key in kb.symptoms:
-            (state.present.__setitem__(key, 1.0) if happened else state.absent.add(key))
+            state.absent.add(key)
         else:
             warnings.append(f"unknown observation key: {key!r} (not a symptom or experiment=outcome)")
     return state, warnings

@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from kb.graph import cause_likelihoods, noisy_or_likelihood
 from kb.model import Cause, KnowledgeBase
 from rules.model import Extraction, JobContext
 
@@ -135,21 +136,14 @@ def _compile_cause(kb: KnowledgeBase, cause: Cause) -> _CauseTable:
         for sid, w_ms in kb.mechanisms[mid].symptoms.items():
             if sid in kb.symptoms:
                 reach.setdefault(sid, []).append((index, w_ms))
-    marginal = {}
-    for sid, links in reach.items():
-        miss = 1.0 - kb.symptoms[sid].leak
-        for index, w_ms in links:
-            miss *= 1.0 - mechanisms[index][1] * w_ms
-        marginal[sid] = 1.0 - miss
+    # the marginals are the loader's table (kb/graph.py), computed once per load
+    marginal = kb.likelihoods.get(cause.id) or cause_likelihoods(cause, kb.mechanisms, kb.symptoms)
     return _CauseTable(mechanisms, reach, marginal)
 
 
 def symptom_likelihood(kb: KnowledgeBase, symptom_id: str, cause_id: str) -> float:
     """Marginal P(symptom | cause) under the noisy-OR model (the leak when it is not reached)."""
-    table = _tables(kb).get(cause_id)
-    if table is not None and symptom_id in table.marginal:
-        return table.marginal[symptom_id]
-    return kb.symptoms[symptom_id].leak
+    return noisy_or_likelihood(kb, symptom_id, cause_id)
 
 
 # ---------------------------------------------------------------- evidence factors

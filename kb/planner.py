@@ -54,13 +54,15 @@ def _outcome_table(experiment: Experiment, posterior: dict[str, float]) -> dict[
     return table
 
 
-def information_gain(experiment: Experiment, posterior: dict[str, float]) -> tuple[float, list[OutcomeForecast]]:
+def information_gain(experiment: Experiment, posterior: dict[str, float],
+                     h_now: float | None = None) -> tuple[float, list[OutcomeForecast]]:
     """Expected reduction of the entropy of the cause distribution, and the outcome forecasts.
 
     Uses H(P|o) = log2 P(o) - sum_c j(c,o) log2 j(c,o) / P(o) with j the joint, so no
-    normalised posterior is built per outcome.
+    normalised posterior is built per outcome. ``h_now`` is H(posterior) when the caller has it.
     """
-    h_now = entropy(posterior)
+    if h_now is None:
+        h_now = entropy(posterior)
     expected = 0.0
     forecasts = []
     log2 = math.log2
@@ -102,11 +104,12 @@ def propose(
     bit_value = engine_settings()["bit_value_gpu_minutes"]
     # causes below 1e-5 cannot change an expected gain measurably; leaving them out halves the work
     posterior = {c: p for c, p in posterior.items() if p >= 1e-5}
+    h_now = entropy(posterior)
     proposals = []
     for experiment in kb.experiments.values():
         if experiment.id in done or getattr(experiment, "status", "active") != "active":
             continue
-        gain, forecasts = information_gain(experiment, posterior)
+        gain, forecasts = information_gain(experiment, posterior, h_now)
         if gain < 1e-3:
             continue
         proposals.append(

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import current_app
 from marshmallow import ValidationError as SchemaError
 
 from api import diagnosis_service
 from api.redact import Redactions
 from api.schemas import EvidenceSchema, explain_errors
+from api.services import services
 from api.store import StoredDiagnosis
 
 _EVIDENCE = EvidenceSchema()
@@ -30,15 +30,9 @@ class FormProblem(Exception):
         super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
 
 
-def services() -> Any:
-    """The :class:`api.services.Services` of this app."""
-    return current_app.extensions["dsdoctor"]["services"]
-
-
 def authenticator() -> Any:
     """The app's :class:`api.auth.Authenticator` (the same tokens as the REST API)."""
-    ext = current_app.extensions["dsdoctor"]
-    return ext.get("auth") or ext["services"].auth
+    return services().auth
 
 
 # ---------------------------------------------------------------- diagnoses

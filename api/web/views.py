@@ -22,8 +22,9 @@ from markupsafe import Markup
 from werkzeug.exceptions import HTTPException
 
 from api.errors import ApiError
+from api.services import services
 from api.web import security
-from api.web.backend import FormProblem, services
+from api.web.backend import FormProblem
 from api.web.highlight import safe_highlight
 from api.web.i18n import HTML_LANG, LANG_NAMES, PHASE_NAMES, SCOPE_NAMES, pick_lang, translate
 from kb.errors import DsdoctorError, KnowledgeError

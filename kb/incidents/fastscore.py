@@ -36,11 +36,12 @@ from typing import Any, NamedTuple
 
 from whoosh import query
 
+from kb.incidents.lru import BoundedCache
+
 K1, B = 1.2, 0.75  # whoosh.scoring.BM25F defaults
 #: look a term up document by document when it is this many times more frequent than the candidates
 LOOKUP_RATIO = 8
-_LENGTHS: OrderedDict[tuple[str, str], list[int]] = OrderedDict()  # (segment id, field) -> lengths
-_LENGTH_SEGMENTS = 64
+_LENGTHS: BoundedCache[list[int]] = BoundedCache(64)  # (segment id, field) -> field length per doc
 _LOCK = threading.Lock()
 #: decoded postings of frequent terms, per segment (segments never change): decoding Whoosh's
 #: pickled posting blocks is most of the cost of a query with a very common word
@@ -398,16 +399,8 @@ class _Scorer:
         out: list[int] = []
         self._lengths[field] = out
         for reader, _offset in self.leaves:
-            key = (reader.segment().segment_id(), field)
-            with _LOCK:
-                cached = _LENGTHS.get(key)
-                if cached is not None:
-                    _LENGTHS.move_to_end(key)
-            if cached is None:
-                cached = [reader.doc_field_length(d, field, 1) or 1 for d in range(reader.doc_count_all())]
-                with _LOCK:
-                    _LENGTHS[key] = cached
-                    while len(_LENGTHS) > _LENGTH_SEGMENTS:
-                        _LENGTHS.popitem(last=False)
+            cached = _LENGTHS.get_or_compute(
+                (reader.segment().segment_id(), field),
+                lambda reader=reader: [reader.doc_field_length(d, field, 1) or 1 for d in range(reader.doc_count_all())])
             out.extend(cached)
         return out

@@ -31,6 +31,7 @@ from whoosh.qparser import FieldAliasPlugin, QueryParser
 
 from kb.incidents import ValidationError, fastscore
 from kb.incidents.indexer import TEXT_FIELDS, Indexer
+from kb.incidents.lru import BoundedCache
 from kb.incidents.record import SEVERITIES, parse_timestamp
 
 #: other names accepted before ':' in a query (English and Chinese); the parts of a record other
@@ -46,9 +47,9 @@ FIELD_ALIASES = {
 MAX_QUERY_CHARS = 2000
 CACHE_ENTRIES = 256
 _CACHE_LOCK = threading.Lock()
-_SEGMENT_COLUMNS: OrderedDict[tuple[str, str], list[str]] = OrderedDict()
 SEGMENT_COLUMNS = 256
-_BROWSE_CACHE: OrderedDict[tuple, tuple[int, dict[str, dict[str, int]]]] = OrderedDict()
+_SEGMENT_COLUMNS: BoundedCache[list[str]] = BoundedCache(SEGMENT_COLUMNS)  # (segment id, field) -> values
+_BROWSE_CACHE: BoundedCache[tuple[int, dict[str, dict[str, int]]]] = BoundedCache(CACHE_ENTRIES)
 #: ranked keys kept per query and index generation; deeper pages rank again
 KEEP_KEYS = 2000
 #: a plain query with more matches than this scores only a pool of likely leaders (KEEP_KEYS
@@ -173,20 +174,17 @@ def browse(db: sqlite_utils.Database, f: Filters, limit: int, cursor: str | None
     version = (db.execute("PRAGMA data_version").fetchone()[0], db.conn.total_changes)
     token = db.__dict__.setdefault("_dsdoctor_browse_token", object())  # this connection, not a reused id
     key = (token, version, f)
-    with _CACHE_LOCK:
-        counted = _BROWSE_CACHE.get(key)
-    if counted is None:
+
+    def count() -> tuple[int, dict[str, dict[str, int]]]:
         total = int(db.execute(f"SELECT COUNT(*) FROM incidents WHERE {where}", params).fetchone()[0])
         facets = {
             name: dict(db.execute(f"SELECT {column}, COUNT(*) FROM incidents WHERE {where} GROUP BY {column} "
                                   f"ORDER BY COUNT(*) DESC, {column}", params).fetchall())
             for name, column in (("root_cause", "root_cause"), ("domain", "domain"))
         }
-        with _CACHE_LOCK:
-            _BROWSE_CACHE[key] = counted = (total, facets)
-            while len(_BROWSE_CACHE) > CACHE_ENTRIES:
-                _BROWSE_CACHE.popitem(last=False)
-    total, facets = counted
+        return total, facets
+
+    total, facets = _BROWSE_CACHE.get_or_compute(key, count)
     page = rows[:limit]
     next_cursor = (encode_cursor(fingerprint, [page[-1][1], page[-1][0]], seen + len(page))
                    if len(rows) > limit and page else None)
@@ -400,17 +398,8 @@ def _column(searcher: Any, field: str) -> list[str]:
         if segment is None:  # an empty index
             out.extend(reader.column_reader(field) if reader.doc_count_all() else [])
             continue
-        key = (segment.segment_id(), field)
-        with _CACHE_LOCK:
-            values = _SEGMENT_COLUMNS.get(key)
-            if values is not None:
-                _SEGMENT_COLUMNS.move_to_end(key)
-        if values is None:
-            values = list(reader.column_reader(field))
-            with _CACHE_LOCK:
-                _SEGMENT_COLUMNS[key] = values
-                while len(_SEGMENT_COLUMNS) > SEGMENT_COLUMNS:
-                    _SEGMENT_COLUMNS.popitem(last=False)
+        values = _SEGMENT_COLUMNS.get_or_compute((segment.segment_id(), field),
+                                                 lambda reader=reader: list(reader.column_reader(field)))
         out.extend(values)
     return out
 
