@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from kb.graph import cause_likelihoods, noisy_or_likelihood
+from kb.lru import BoundedCache
 from kb.model import Cause, KnowledgeBase
 from rules.model import Extraction, JobContext
 
@@ -119,6 +120,18 @@ class _CauseTable:
     mechanisms: list[tuple[str, float]]  # (mechanism, w(c->m))
     reach: dict[str, list[tuple[int, float]]]  # symptom -> [(mechanism index, w(m->s))]
     marginal: dict[str, float]  # symptom -> P(s | c)
+    reached: tuple[str, ...] = ()  # the symptoms in ``reach``, in order (the memo key reads these)
+
+
+#: memoized log-likelihood ratios per knowledge base: failures of one kind repeat, and so does their evidence
+LIKELIHOOD_MEMO_SIZE = 4096
+
+
+def _likelihood_memo(kb: KnowledgeBase) -> BoundedCache[float]:
+    memo = kb.cache.get("likelihood_memo")
+    if memo is None:
+        memo = kb.cache.setdefault("likelihood_memo", BoundedCache(LIKELIHOOD_MEMO_SIZE))
+    return memo
 
 
 def _tables(kb: KnowledgeBase) -> dict[str, _CauseTable]:
@@ -138,7 +151,7 @@ def _compile_cause(kb: KnowledgeBase, cause: Cause) -> _CauseTable:
                 reach.setdefault(sid, []).append((index, w_ms))
     # the marginals are the loader's table (kb/graph.py), computed once per load
     marginal = kb.likelihoods.get(cause.id) or cause_likelihoods(cause, kb.mechanisms, kb.symptoms)
-    return _CauseTable(mechanisms, reach, marginal)
+    return _CauseTable(mechanisms, reach, marginal, tuple(reach))
 
 
 def symptom_likelihood(kb: KnowledgeBase, symptom_id: str, cause_id: str) -> float:
@@ -173,35 +186,60 @@ def _evidence_symptoms(kb: KnowledgeBase, ev: EvidenceState) -> dict[str, tuple[
 def _cause_log_ratio(
     table: _CauseTable, kb: KnowledgeBase, evidence: dict[str, tuple[str, float]], max_exact: int
 ) -> float:
-    """log P(E | c) - log P(E | c0), exact over the states of the relevant mechanisms."""
+    """log P(E | c) - log P(E | c0), exact over the states of the relevant mechanisms.
+
+    A symptom reached by one mechanism only depends on that mechanism's state, so its factor folds
+    into the mechanism's "on" and "off" products; mechanisms that no multi-mechanism symptom couples
+    then sum out independently, and only the coupled ones are enumerated (same value, fewer terms).
+    """
     relevant = [sid for sid in table.reach if sid in evidence]
     if not relevant:
         return 0.0
-    mech_ids = sorted({i for sid in relevant for i, _ in table.reach[sid]})
-    leak_log = sum(math.log(_factor(kb.symptoms[s].leak, *evidence[s])) for s in relevant)
+    symptoms = kb.symptoms
+    reach = table.reach
+    mech_ids = sorted({i for sid in relevant for i, _ in reach[sid]})
+    leak_log = sum(math.log(_factor(symptoms[s].leak, *evidence[s])) for s in relevant)
     if len(mech_ids) > max_exact:  # independent-marginal fallback
         total = sum(math.log(_factor(table.marginal[s], *evidence[s])) for s in relevant)
         return total - leak_log
-    weights = [table.mechanisms[i][1] for i in mech_ids]
     position = {m: k for k, m in enumerate(mech_ids)}
-    links = [
-        (kb.symptoms[s].leak, evidence[s], [(position[i], w) for i, w in table.reach[s]]) for s in relevant
-    ]
-    total = 0.0
-    for state in itertools.product((False, True), repeat=len(mech_ids)):
-        p_state = 1.0
-        for active, w in zip(state, weights, strict=True):
-            p_state *= w if active else 1.0 - w
-        if p_state == 0.0:
-            continue
-        product = p_state
-        for leak, (kind, strength), mech_links in links:
-            miss = 1.0 - leak
-            for k, w_ms in mech_links:
-                if state[k]:
-                    miss *= 1.0 - w_ms
-            product *= _factor(1.0 - miss, kind, strength)
-        total += product
+    on = [1.0] * len(mech_ids)  # product of the single-mechanism symptoms' factors, mechanism active
+    off = [1.0] * len(mech_ids)  # ... and inactive
+    coupled: list[tuple[float, str, float, list[tuple[int, float]]]] = []
+    for sid in relevant:
+        kind, strength = evidence[sid]
+        leak = symptoms[sid].leak
+        links = reach[sid]
+        if len(links) == 1:
+            k = position[links[0][0]]
+            off[k] *= _factor(leak, kind, strength)
+            on[k] *= _factor(1.0 - (1.0 - leak) * (1.0 - links[0][1]), kind, strength)
+        else:
+            coupled.append((1.0 - leak, kind, strength, [(position[i], 1.0 - w) for i, w in links]))
+    weights = [table.mechanisms[i][1] for i in mech_ids]
+    joint = sorted({k for *_, links in coupled for k, _ in links})
+    total = 1.0
+    for k, w in enumerate(weights):
+        if k not in joint:
+            total *= w * on[k] + (1.0 - w) * off[k]
+    if joint:
+        summed = 0.0
+        for state in itertools.product((False, True), repeat=len(joint)):
+            active = [False] * len(weights)
+            term = 1.0
+            for k, is_on in zip(joint, state, strict=True):
+                active[k] = is_on
+                term *= weights[k] * on[k] if is_on else (1.0 - weights[k]) * off[k]
+            if term == 0.0:
+                continue
+            for no_leak, kind, strength, links in coupled:
+                miss = no_leak
+                for k, w_miss in links:
+                    if active[k]:
+                        miss *= w_miss
+                term *= _factor(1.0 - miss, kind, strength)
+            summed += term
+        total *= summed
     return math.log(max(total, 1e-300)) - leak_log
 
 
@@ -248,6 +286,7 @@ def rank(kb: KnowledgeBase, ev: EvidenceState, site_counts: dict[str, int] | Non
     priors = site_priors(kb, site_counts)
     temper = settings["temper"]
     max_exact = int(settings["max_exact_mechanisms"])
+    memo = _likelihood_memo(kb)
 
     scores: dict[str, float] = {}
     notes: dict[str, str | None] = {}
@@ -261,7 +300,10 @@ def rank(kb: KnowledgeBase, ev: EvidenceState, site_counts: dict[str, int] | Non
             ruled_out.append((cid, reason or "prior is zero"))
             continue
         notes[cid] = reason
-        llr = temper * _cause_log_ratio(tables[cid], kb, evidence, max_exact)
+        table = tables[cid]
+        # the ratio depends only on the evidence about the symptoms this cause reaches
+        key = (cid, max_exact, tuple(map(evidence.get, table.reached)))
+        llr = temper * memo.get_or_compute(key, lambda t=table: _cause_log_ratio(t, kb, evidence, max_exact))
         outcome_logs[cid] = _outcome_log_ratios(kb, cid, ev.outcomes)
         llr += sum(v for _, v in outcome_logs[cid])
         scores[cid] = math.log(priors[cid] * factor * (1.0 - settings["unexplained_prior"])) + llr

@@ -31,8 +31,8 @@ from whoosh.qparser import FieldAliasPlugin, QueryParser
 
 from kb.incidents import ValidationError, fastscore
 from kb.incidents.indexer import TEXT_FIELDS, Indexer
-from kb.incidents.lru import BoundedCache
 from kb.incidents.record import SEVERITIES, parse_timestamp
+from kb.lru import BoundedCache
 
 #: other names accepted before ':' in a query (English and Chinese); the parts of a record other
 #: than the title share the weighted ``text`` field, so ``fix:`` searches all of the text

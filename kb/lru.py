@@ -1,4 +1,4 @@
-"""A small thread-safe LRU for the search caches (segment columns, field lengths, browse counts)."""
+"""A small thread-safe LRU (search caches, memoized likelihoods)."""
 
 from __future__ import annotations
 
