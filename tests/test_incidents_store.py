@@ -220,3 +220,18 @@ def test_shipped_seed_examples_do_not_count_as_site_history(store):
     store.add(record(id="INC-SEED-99", status="resolved", fix="x"))
     store.add(record(id="SITE-1", status="resolved", fix="x"))
     assert store.site_cause_counts() == {"memory.foreign_process_on_gpu": 1}
+
+
+def test_remembered_similar_incidents_follow_writes_of_this_and_other_processes(store, dsdoctor_home):
+    """Repeated failures reuse the answer, but never a stale one: a write here, or by another
+    connection (another worker process), changes what similar() returns."""
+    store.add(record(id="A", symptoms=["s.cuda_oom"]))
+    first = store.similar(symptoms=["s.cuda_oom"], text="rank 3 out of memory")
+    first[0]["score"] = -1  # callers own their copy: the remembered answer is not changed through it
+    assert store.similar(symptoms=["s.cuda_oom"], text="rank 3 out of memory")[0]["score"] > 0
+    store.update("A", {"title": "renamed here"})
+    assert store.similar(symptoms=["s.cuda_oom"], text="rank 3 out of memory")[0]["title"] == "renamed here"
+    with IncidentStore(dsdoctor_home, valid_causes=CAUSES, seed=False) as other:
+        other.add(record(id="B", title="rank 3 out of memory again", symptoms=["s.cuda_oom"]))
+    ids = [f["id"] for f in store.similar(symptoms=["s.cuda_oom"], text="rank 3 out of memory")]
+    assert sorted(ids) == ["A", "B"]

@@ -30,6 +30,7 @@ from kb.incidents.record import (
     validate_new,
     validate_patch,
 )
+from kb.lru import BoundedCache
 
 DB_FILE = "incidents.db"
 INDEX_DIR = "incidents-index"
@@ -58,6 +59,8 @@ class IncidentStore:
         self._valid_source = valid_causes
         self._index_wait_s = index_wait_s
         self._lock = threading.RLock()
+        # similar incidents of repeated failures (same symptoms, same words) until the store changes
+        self._similar_memo: BoundedCache[list[dict[str, Any]]] = BoundedCache(256)
         try:
             self._db = connect(self.home / DB_FILE)
             migrate(self._db)
@@ -299,6 +302,11 @@ class IncidentStore:
         if not text and not symptom_list:
             raise ValidationError({"similar": ["give an incident id, a text or symptom IDs"]}, "invalid request")
         self.indexer.drain(blocking=False)
+        key = (self._data_version(), id, text[:20_000], tuple(sorted(set(symptom_list))), limit)
+        found = self._similar_memo.get_or_compute(key, lambda: self._similar(id, text, symptom_list, limit))
+        return [dict(item) for item in found]
+
+    def _similar(self, id: str | None, text: str, symptom_list: list[str], limit: int) -> list[dict[str, Any]]:
         with self._lock:
             by_symptoms = similarity.symptom_matches(self._db, symptom_list, exclude=id)
         by_text = (self._with_fresh_searcher(lambda: similarity.text_matches(self.indexer, text[:20_000], exclude=id))
@@ -313,6 +321,12 @@ class IncidentStore:
         return [{"id": i, "title": records[i]["title"], "root_cause": records[i]["root_cause"],
                  "fix": records[i]["fix"], "status": records[i]["status"], "score": round(s, 4)}
                 for s, i in best if i in records]
+
+    def _data_version(self) -> tuple[int, int]:
+        """Equal values mean unchanged incidents and index: rows this connection changed, and commits of
+        any other connection or process (SQLite's data_version; the indexer writes through its own)."""
+        with self._lock:
+            return self._db.conn.total_changes, self._db.execute("PRAGMA data_version").fetchone()[0]
 
     def _with_fresh_searcher(self, run):
         """Run a search; once more on a reopened index if another process replaced its files."""
