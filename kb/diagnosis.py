@@ -295,7 +295,7 @@ def _proposal(kb: KnowledgeBase, p, lang: str) -> dict[str, Any]:
         "score": round(p.score, 2),
         "worth_it": p.score > 0,
         "why": why_zh if lang == "zh" else why_en,
-        "separates": p.separates,
+        "separates": list(p.separates),
         "outcomes": [
             {"id": f.id, "observe": f"{e.id}={f.id}", "title": titles.get(f.id, f.id),
              "probability": round(f.probability, 4), "leading_cause": f.leading_cause,

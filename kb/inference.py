@@ -123,8 +123,9 @@ class _CauseTable:
     reached: tuple[str, ...] = ()  # the symptoms in ``reach``, in order (the memo key reads these)
 
 
-#: memoized log-likelihood ratios per knowledge base: failures of one kind repeat, and so does their evidence
-LIKELIHOOD_MEMO_SIZE = 4096
+#: memoized log-likelihood ratios and explanations per knowledge base: failures of one kind repeat, and so
+#: does their evidence
+LIKELIHOOD_MEMO_SIZE = 8192
 
 
 def _likelihood_memo(kb: KnowledgeBase) -> BoundedCache[float]:
@@ -287,6 +288,7 @@ def rank(kb: KnowledgeBase, ev: EvidenceState, site_counts: dict[str, int] | Non
     temper = settings["temper"]
     max_exact = int(settings["max_exact_mechanisms"])
     memo = _likelihood_memo(kb)
+    keys: dict[str, tuple] = {}  # cause -> the evidence about the symptoms it reaches (memo key)
 
     scores: dict[str, float] = {}
     notes: dict[str, str | None] = {}
@@ -302,8 +304,9 @@ def rank(kb: KnowledgeBase, ev: EvidenceState, site_counts: dict[str, int] | Non
         notes[cid] = reason
         table = tables[cid]
         # the ratio depends only on the evidence about the symptoms this cause reaches
-        key = (cid, max_exact, tuple(map(evidence.get, table.reached)))
-        llr = temper * memo.get_or_compute(key, lambda t=table: _cause_log_ratio(t, kb, evidence, max_exact))
+        keys[cid] = key = (cid, tuple(map(evidence.get, table.reached)))
+        llr = temper * memo.get_or_compute(("ratio", max_exact, key),
+                                           lambda t=table: _cause_log_ratio(t, kb, evidence, max_exact))
         outcome_logs[cid] = _outcome_log_ratios(kb, cid, ev.outcomes)
         llr += sum(v for _, v in outcome_logs[cid])
         scores[cid] = math.log(priors[cid] * factor * (1.0 - settings["unexplained_prior"])) + llr
@@ -330,7 +333,8 @@ def rank(kb: KnowledgeBase, ev: EvidenceState, site_counts: dict[str, int] | Non
     ]
     ranked.sort(key=lambda r: (-r.probability, r.id))
     for rc in ranked[:explain_top]:  # explanations only for the causes an answer can show
-        rc.weights = _explain(kb, tables[rc.id], evidence)
+        rc.weights = list(memo.get_or_compute(("explain", keys[rc.id]),
+                                              lambda t=tables[rc.id]: _explain(kb, t, evidence)))
         rc.unexplained_present = sorted(s for s in ev.present if s in kb.symptoms and s not in tables[rc.id].reach)
     return Ranking(ranked, posterior[UNEXPLAINED], sorted(ruled_out), posterior)
 

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 
 from kb.inference import UNEXPLAINED, engine_settings
+from kb.lru import BoundedCache
 from kb.model import Experiment, KnowledgeBase
 
 
@@ -96,12 +97,25 @@ def separated_causes(experiment: Experiment, posterior: dict[str, float], limit:
     return leaders
 
 
+#: proposals remembered per knowledge base: the same evidence gives the same posterior, bit for bit
+PROPOSAL_MEMO_SIZE = 1024
+
+
 def propose(
     kb: KnowledgeBase, posterior: dict[str, float], done: set[str] | None = None, top: int = 3
 ) -> list[Proposal]:
     """The ``top`` experiments by net value of information, skipping those already run."""
-    done = done or set()
+    done = frozenset(done or ())
     bit_value = engine_settings()["bit_value_gpu_minutes"]
+    memo = kb.cache.get("proposal_memo")
+    if memo is None:
+        memo = kb.cache.setdefault("proposal_memo", BoundedCache(PROPOSAL_MEMO_SIZE))
+    key = (tuple(posterior.items()), done, top, bit_value)
+    return list(memo.get_or_compute(key, lambda: _propose(kb, posterior, done, top, bit_value)))
+
+
+def _propose(kb: KnowledgeBase, posterior: dict[str, float], done: frozenset[str], top: int,
+             bit_value: float) -> list[Proposal]:
     # causes below 1e-5 cannot change an expected gain measurably; leaving them out halves the work
     posterior = {c: p for c, p in posterior.items() if p >= 1e-5}
     h_now = entropy(posterior)

@@ -190,6 +190,8 @@ def test_memoised_ranking_equals_a_fresh_one_and_follows_new_evidence():
     kb.cache.pop("likelihood_memo")
     fresh = rank(kb, local)
     assert again.posterior == first.posterior == fresh.posterior
+    assert [c.weights for c in again.causes] == [c.weights for c in fresh.causes]  # explanations too
+    assert any(c.weights for c in fresh.causes)
     assert first.causes[0].id != "compute.lr_divergence"
     every_rank = rank(kb, _ev(["s.loss_nan", "s.nan_all_ranks"], absent=["s.nan_subset_ranks"]))
     assert every_rank.causes[0].id == "compute.lr_divergence"  # new evidence, new key: not a stale answer
