@@ -132,6 +132,9 @@ def load_rules(dirs: Sequence[Path] | None = None) -> RuleSet:
     return ruleset
 
 
+_DEFAULT_KEY = (str(DATA_DIR.resolve()),)
+
+
 @functools.lru_cache(maxsize=4)
 def _cached(key: tuple[str, ...]) -> RuleSet:
     return load_rules([Path(k) for k in key])
@@ -139,4 +142,6 @@ def _cached(key: tuple[str, ...]) -> RuleSet:
 
 def default_rules(dirs: Sequence[Path] | None = None) -> RuleSet:
     """The rule set of ``dirs`` (default rules/data), loaded once per process."""
-    return _cached(tuple(str(Path(d).resolve()) for d in (dirs or [DATA_DIR])))
+    if not dirs:
+        return _cached(_DEFAULT_KEY)
+    return _cached(tuple(str(Path(d).resolve()) for d in dirs))

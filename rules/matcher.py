@@ -299,7 +299,7 @@ class LineMatcher:
         return out
 
 
-_FINGERPRINTS: dict[tuple[int, int], tuple[list[Rule], str]] = {}
+_FINGERPRINTS: dict[tuple[int, int], tuple[list[Rule], list[Rule], str]] = {}
 
 
 def cached_fingerprint(ruleset: RuleSet, rules: list[Rule]) -> str:
@@ -310,12 +310,12 @@ def cached_fingerprint(ruleset: RuleSet, rules: list[Rule]) -> str:
     """
     key = (id(ruleset), len(rules))
     cached = _FINGERPRINTS.get(key)
-    if cached is not None and all(a is b for a, b in zip(cached[0], rules, strict=True)):
-        return cached[1]
+    if cached is not None and (cached[1] is rules or all(a is b for a, b in zip(cached[0], rules, strict=True))):
+        return cached[2]
     fingerprint = ruleset.fingerprint(rules)
     if len(_FINGERPRINTS) >= 64:
         _FINGERPRINTS.clear()
-    _FINGERPRINTS[key] = (list(rules), fingerprint)
+    _FINGERPRINTS[key] = (list(rules), rules, fingerprint)
     return fingerprint
 
 

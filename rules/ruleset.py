@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from functools import cached_property
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,12 +66,12 @@ class RuleSet:
     def get(self, rule_id: str) -> Rule | None:
         return self._by_id.get(rule_id)
 
-    @property
+    @cached_property
     def line_rules(self) -> list[Rule]:
-        """Rules scanned over log text: log rules and markers."""
+        """Rules scanned over log text: log rules and markers (the same list object every time)."""
         return [r for r in self.rules if r.kind in ("log", "marker")]
 
-    @property
+    @cached_property
     def phrase_rules(self) -> list[Rule]:
         return [r for r in self.rules if r.kind == "phrase"]
 
