@@ -4,10 +4,9 @@ and chat-ops (redact, diagnose with site priors and similar incidents, store, ke
 from __future__ import annotations
 
 import datetime as dt
-import json
 from typing import Any
 
-from api import metrics
+from api import jsontext, metrics
 from api.errors import ApiError, field_error, validation_error
 from api.redact import Redactions, redact_value
 from api.services import services
@@ -56,7 +55,7 @@ def diagnose_and_store(evidence: dict[str, Any], *, lang: str = "en", top: int =
     result["observation_history"] = []
     if found.total:
         result.setdefault("warnings", []).append(found.summary())
-    text = json.dumps(result, ensure_ascii=False)
+    text = jsontext.dumps(result)
     services().diagnoses().add(result, clean, lang=lang, top=top, created_at=created, diagnosis_json=text)
     return result, text
 
@@ -92,7 +91,7 @@ def observe_and_store(current: StoredDiagnosis, new: dict[str, Any], *, lang: st
         result["observation_history"] = history
         if found.total:
             result.setdefault("warnings", []).append(found.summary())
-        text = json.dumps(result, ensure_ascii=False)
+        text = jsontext.dumps(result)
         if services().diagnoses().replace(current, result, evidence, history, diagnosis_json=text):
             return result, text
         current = stored(current.id)  # someone else added observations meanwhile: merge onto theirs

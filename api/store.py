@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from api import jsontext
+
 FILE_NAME = "diagnoses.db"
 SCHEMA_VERSION = 1
 
@@ -81,7 +83,7 @@ def decode_cursor(cursor: str) -> int:
 
 
 def _pack(evidence: dict[str, Any]) -> bytes:
-    return zlib.compress(json.dumps(evidence, ensure_ascii=False).encode("utf-8"), 1)
+    return zlib.compress(jsontext.dumps_bytes(evidence), 1)
 
 
 def _unpack(blob: bytes) -> dict[str, Any]:
@@ -163,7 +165,7 @@ class DiagnosisStore:
             "top_n, evidence, diagnosis, history) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (diagnosis["id"], now, now, cause, probability, (diagnosis.get("summary") or {}).get("verdict"),
              (diagnosis.get("summary") or {}).get("text", ""), lang, top, _pack(evidence),
-             diagnosis_json or json.dumps(diagnosis, ensure_ascii=False), "[]"),
+             diagnosis_json or jsontext.dumps(diagnosis), "[]"),
         )
 
     def get(self, diagnosis_id: str) -> StoredDiagnosis | None:
@@ -190,8 +192,8 @@ class DiagnosisStore:
             "version = version + 1, evidence = ?, diagnosis = ?, history = ? WHERE id = ? AND version = ?",
             (utc_now(), cause, probability,
              (diagnosis.get("summary") or {}).get("verdict"), (diagnosis.get("summary") or {}).get("text", ""),
-             _pack(evidence), diagnosis_json or json.dumps(diagnosis, ensure_ascii=False),
-             json.dumps(history, ensure_ascii=False), stored.id, stored.version),
+             _pack(evidence), diagnosis_json or jsontext.dumps(diagnosis),
+             jsontext.dumps(history), stored.id, stored.version),
         )
         return cursor.rowcount == 1
 
