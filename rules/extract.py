@@ -122,6 +122,17 @@ class _Reader:
         self.full_chunks: int = limits["context_full_chunks"]
         self.chunk_stride: int = limits["context_chunk_stride"]
         self.repeat_after: int = limits["repeat_after"]
+        self.window_bytes: int = limits["progress_window_bytes"]
+        self._progress_lean: _Plan | None = None
+
+    @property
+    def progress_lean(self) -> _Plan:
+        """The rule set without the progress markers: the windows between sampled ones (compiled on first use)."""
+        if self._progress_lean is None:
+            rules = [r for r, is_progress in zip(self.full.matcher.rules, self.full.is_progress, strict=True)
+                     if not is_progress]
+            self._progress_lean = _plan(cached_matcher(RuleSet(rules).fingerprint(), rules, utf8=False), self.settings)
+        return self._progress_lean
 
     @property
     def lean(self) -> _Plan:
@@ -164,21 +175,70 @@ class _Reader:
                 yield rest, 0, len(rest)
                 rest = b""
 
-    def read(self, src: SourceState, stream: BinaryIO) -> None:
+    def read(self, src: SourceState, stream: BinaryIO, size: int | None = None) -> None:
+        """Read one source; ``size`` (bytes, when known) lets the last window before the end be read whole."""
         lineno = 0
         base = 0  # offset in the source of the next chunk
         cache = _LookbackCache()
         seen: dict[int, int] = {}
         self.confirmed: dict[str, int] = {}  # confirmations per rule id in this source
+        windows = _ProgressWindows()
         for number, (buf, begin, end) in enumerate(self.chunks(stream)):
-            full = number < self.full_chunks or number % self.chunk_stride == 0
-            plan = self.full if full else self.lean
-            lineno = self._chunk(plan, src, buf, begin, end, base - begin, lineno, cache, seen)
+            origin = base - begin
+            if number < self.full_chunks or number % self.chunk_stride == 0:
+                lineno = self._full_chunk(src, buf, begin, end, origin, lineno, cache, seen, windows, size)
+            else:
+                lineno = self._chunk(self.lean, src, buf, begin, end, origin, lineno, cache, seen)[0]
             base += end - begin
             src.bytes += end - begin
             if self.progress is not None:
                 self.progress(end - begin)
         src.lines = lineno
+
+    def _full_chunk(self, src: SourceState, buf: bytes, begin: int, end: int, origin: int, lineno: int,
+                    cache: _LookbackCache, seen: dict[int, int], windows: _ProgressWindows, size: int | None) -> int:
+        """Read ``buf[begin:end]`` with every rule until progress lines are past their full reads; then in
+        windows of ``progress_window_bytes``: one window in ``context_stride`` (later ``context_stride_late``)
+        with every rule and all its progress lines read, the others without the progress markers (their
+        progress lines are not even reported), and the last window before the end of the source whole.
+
+        Progress lines are most of a training log; sampling them by window keeps their density (one in
+        ``context_stride``) while the windows between cost no per-line work at all.
+        """
+        pos = begin
+        segment = self.window_bytes * 4
+        tail = end if size is None else _line_start(buf, size - origin - self.window_bytes, begin, end)
+        while pos < end:
+            if not windows.sampling:
+                stop = _line_end(buf, pos + segment, end)
+                segment = min(segment * 2, self.chunk_bytes)
+                lineno, resume = self._chunk(self.full, src, buf, pos, stop, origin, lineno, cache, seen,
+                                             floor=begin, stop_on_sampling=True)
+                if resume is None:
+                    pos = stop
+                else:
+                    windows.sampling = True
+                    pos = resume
+                continue
+            if pos >= tail:
+                lineno = self._chunk(self.full, src, buf, pos, end, origin, lineno, cache, seen, floor=begin,
+                                     progress_all=True)[0]
+                break
+            stride = self.stride if windows.read < self.stride_after // self.stride else self.stride_late
+            if windows.count % stride == 0:
+                stop = min(_line_end(buf, pos + self.window_bytes, end), tail)
+                lineno = self._chunk(self.full, src, buf, pos, stop, origin, lineno, cache, seen, floor=begin,
+                                     progress_all=True)[0]
+                windows.read += 1
+                windows.count += 1
+            else:
+                skip = stride - windows.count % stride
+                stop = min(_line_end(buf, pos + self.window_bytes * skip, end), tail)
+                lineno = self._chunk(self.progress_lean, src, buf, pos, stop, origin, lineno, cache, seen,
+                                     floor=begin)[0]
+                windows.count += skip
+            pos = stop
+        return lineno
 
     def _keep(self, count: int) -> bool:
         if count <= self.full_lines:
@@ -188,11 +248,16 @@ class _Reader:
         return count % self.stride_late == 0
 
     def _chunk(self, plan: _Plan, src: SourceState, chunk: bytes, begin: int, limit: int, origin: int,
-               lineno: int, cache: _LookbackCache, seen: dict[int, int]) -> int:
-        """Process the lines in ``chunk[begin:limit]`` (``origin + i`` is the source offset of ``chunk[i]``).
+               lineno: int, cache: _LookbackCache, seen: dict[int, int], *, floor: int | None = None,
+               stop_on_sampling: bool = False, progress_all: bool = False) -> tuple[int, int | None]:
+        """Process the lines in ``chunk[begin:limit]`` (``origin + i`` is the source offset of ``chunk[i]``;
+        lookback for timestamps may reach back to ``floor``, default ``begin``).
 
-        Return the line count after them.
+        Return the line count after them, and with ``stop_on_sampling`` the start of the first progress
+        line that would be sampled out (nothing from it on is read; ``None`` if there was none).
+        ``progress_all`` reads every progress line (a sampled window).
         """
+        floor = begin if floor is None else floor
         matcher = plan.matcher
         whole = begin == 0 and limit == len(chunk)
         hits = matcher.scan(chunk if whole else memoryview(chunk)[begin:limit])
@@ -227,12 +292,17 @@ class _Reader:
             if kind is None:
                 kind = plan.line_kind(indexes)
             sampled, key, progress, symptom_rules = kind
-            if sampled:
-                count = seen[key] = seen.get(key, 0) + 1
+            if sampled and not (progress and progress_all):
+                count = seen.get(key, 0) + 1
                 if count > full_lines and not keep(count):
                     if progress:
+                        if stop_on_sampling:
+                            start = max(chunk.rfind(b"\n", begin, end) + 1, begin)
+                            return lineno + chunk.count(b"\n", counted, start), start
                         src.progress_sampled_out += 1
+                    seen[key] = count
                     continue
+                seen[key] = count
             start = max(chunk.rfind(b"\n", begin, end) + 1, begin)
             line = chunk[start:end]
             if line.endswith(b"\r"):
@@ -257,8 +327,8 @@ class _Reader:
             if not matches:
                 continue
             collector.on_line(src, line, lineno + 1, ctx, matches,
-                              lambda s=start: self._lookback(chunk, s, begin, origin, cache))
-        return lineno + chunk.count(b"\n", counted, limit)
+                              lambda s=start: self._lookback(chunk, s, floor, origin, cache))
+        return lineno + chunk.count(b"\n", counted, limit), None
 
     def _lookback(self, chunk: bytes, start: int, begin: int, origin: int,
                   cache: _LookbackCache) -> tuple[datetime | None, bool]:
@@ -282,6 +352,28 @@ class _Reader:
             cache.time, cache.year_known = found
         cache.upto = origin + start
         return (cache.time, cache.year_known) if cache.time is not None else (None, True)
+
+
+@dataclass
+class _ProgressWindows:
+    """Per source: whether progress lines are sampled by window yet, windows passed, windows read."""
+
+    sampling: bool = False
+    count: int = 0
+    read: int = 0
+
+
+def _line_end(buf: bytes, at: int, end: int) -> int:
+    """The offset just after the line that contains ``buf[at]`` (``end`` at the latest)."""
+    if at >= end:
+        return end
+    newline = buf.find(b"\n", at, end)
+    return end if newline < 0 else newline + 1
+
+
+def _line_start(buf: bytes, at: int, begin: int, end: int) -> int:
+    """The start of the first line at or after ``buf[at]`` (within ``begin``..``end``)."""
+    return begin if at <= begin else _line_end(buf, at - 1, end)
 
 
 _SAMPLED_MARKERS = frozenset({"progress", "init", "memory", "world_size", "version", "source_dmesg",
@@ -372,7 +464,7 @@ class _Extractor:
         if warning:
             self.warnings.append(warning)
         src = self.collector.begin_source(name, source_hint(name))
-        self.reader.read(src, io.BytesIO(data))
+        self.reader.read(src, io.BytesIO(data), len(data))
 
     def file_source(self, name: str, path: Path) -> None:
         stream, warning = _open_log(Path(path))
@@ -389,10 +481,18 @@ class _Extractor:
             if warning:
                 self.warnings.append(warning)
             src = self.collector.begin_source(name, source_hint(name))
+            size = None if isinstance(stream, gzip.GzipFile) else _file_size(path)
             try:
-                self.reader.read(src, _Prepend(sample, stream))
+                self.reader.read(src, _Prepend(sample, stream), size)
             except (OSError, EOFError, gzip.BadGzipFile) as exc:
                 self.warnings.append(f"{path}: reading stopped early ({exc}); the part read was used")
+
+
+def _file_size(path: Path) -> int | None:
+    try:
+        return Path(path).stat().st_size
+    except OSError:
+        return None
 
 
 class _Prepend(io.RawIOBase):
@@ -467,6 +567,7 @@ def warm_up(rules: RuleSet | None = None, settings: Settings | None = None) -> N
     settings = settings or load_settings()
     reader = _Reader(rules, Collector(settings.derive), settings, None)
     _ = reader.lean
+    _ = reader.progress_lean
     phrase_rules = rules.phrase_rules
     cached_matcher(cached_fingerprint(rules, phrase_rules), phrase_rules, utf8=True)
 

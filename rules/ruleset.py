@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from functools import cached_property
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 

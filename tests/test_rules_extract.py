@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import gzip
+import itertools
 from pathlib import Path
 
 import pytest
@@ -160,3 +161,63 @@ def test_extract_text_convenience() -> None:
 def test_bytes_text_is_accepted() -> None:
     x = extract({"logs": [{"source": "a", "text": b"\xff" + ILLEGAL.encode()}]}, rules=fixture_rules())
     assert "s.illegal_memory_access" in x.symptoms
+
+
+def _progress(step: int, rank: int = 0, minute: int = 0) -> str:
+    return (f"[rank{rank}]:[2024-05-01 10:{minute:02d}:{step % 60:02d},000] [INFO] [engine.py:2156:_report_progress] "
+            f"[Rank {rank}] step={step}, skipped=0, lr=[0.0001], mom=[(0.9, 0.95)] loss={2.0 + step % 7 / 10:.4f}\n")
+
+
+def _read_lines(monkeypatch) -> list[int]:
+    """Line numbers the collector reads in full (a spy on Collector.on_line)."""
+    from rules.collect import Collector
+
+    read: list[int] = []
+    original = Collector.on_line
+
+    def spy(self, src, line, lineno, *args, **kwargs):
+        read.append(lineno)
+        return original(self, src, line, lineno, *args, **kwargs)
+
+    monkeypatch.setattr(Collector, "on_line", spy)
+    return read
+
+
+def test_progress_lines_past_the_full_reads_are_sampled_by_window_and_the_end_is_read(monkeypatch) -> None:
+    limits = load_settings().derive["limits"]
+    full, stride = limits["context_full_lines"], limits["context_stride"]
+    n = 6000
+    text = "".join(_progress(step) for step in range(1, n + 1)) + f"[rank0]: {ILLEGAL}\n"
+    read = _read_lines(monkeypatch)
+    x = extract({"logs": [{"source": "job.log", "text": text}]})
+    assert read[:full] == list(range(1, full + 1))  # the first ones, every one
+    middle = [n_ for n_ in read if full < n_ <= n - 200]
+    assert 0.6 / stride < len(middle) / (n - 200 - full) < 1.6 / stride  # about one line in `stride`
+    runs = sum(1 for a, b in itertools.pairwise(middle) if b != a + 1)
+    assert runs < len(middle) / 4  # read in windows of consecutive lines, not one line here and there
+    assert set(range(n - 5, n + 2)) <= set(read)  # the lines just before the end, and the error itself
+    assert x.first_error is not None and x.first_error.lineno == n + 1 and x.lines_processed == n + 1
+    assert x.phase == "steady"
+
+
+def test_symptom_lines_between_sampled_windows_are_all_read_with_their_times(monkeypatch) -> None:
+    parts = []
+    for step in range(1, 4001):
+        parts.append(_progress(step, rank=step % 4))
+        if step % 250 == 0:  # no timestamp of its own: it takes the one of the line before
+            parts.append(f"[rank{step % 4}]: {ILLEGAL}\n")
+    x = extract({"logs": [{"source": "job.log", "text": "".join(parts)}]})
+    observed = x.symptoms["s.illegal_memory_access"]
+    assert observed.count == 16
+    assert all(line.time is not None for line in observed.lines)
+    assert x.lines_processed == 4016
+
+
+def test_a_file_source_reads_its_last_window_too(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "train.log"
+    n = 3000
+    path.write_text("".join(_progress(step) for step in range(1, n + 1)), encoding="utf-8")
+    read = _read_lines(monkeypatch)
+    x = extract({}, log_files=[("train", path)])
+    assert n in read and n - 3 in read
+    assert x.lines_processed == n
