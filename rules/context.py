@@ -123,9 +123,14 @@ def _clock(ctx: LineContext, year: int | None, month: int, day: int, hms: bytes,
 
 
 def _stamp(ctx: LineContext, ts: bytes) -> None:
-    """``YYYY-MM-DD[T ]hh:mm:ss[.,fraction]``."""
-    frac = ts[20:] if len(ts) > 20 else None
-    _clock(ctx, int(ts[0:4]), int(ts[5:7]), int(ts[8:10]), ts[11:19], frac)
+    """``YYYY-MM-DD[T ]hh:mm:ss[.,fraction]`` (the pattern guarantees the shape; C parses it)."""
+    if ctx.time is not None and ctx.year_known:
+        return
+    try:
+        ctx.time = datetime.fromisoformat(ts.decode("ascii"))  # fractions past microseconds are cut, like _clock
+    except ValueError:  # e.g. month 13
+        return
+    ctx.year_known = True
 
 
 def _glog(ctx: LineContext, level: bytes, mmdd: bytes, hms: bytes, frac: bytes) -> None:
