@@ -283,6 +283,18 @@ def rank(kb: KnowledgeBase, ev: EvidenceState, site_counts: dict[str, int] | Non
     """Posterior over every cause and c0, with the weights for and against the ``explain_top`` first."""
     settings = engine_settings()
     evidence = _evidence_symptoms(kb, ev)
+    ctx = ev.context
+    key = ("rank", tuple(sorted(evidence.items())), tuple(sorted((site_counts or {}).items())), ev.phase,
+           tuple(ev.outcomes), (ctx.precision, ctx.zero_stage, ctx.offload, ctx.nodes, ctx.world_size, ctx.gpu,
+                                tuple(sorted(ctx.versions.items()))), explain_top, tuple(sorted(settings.items())))
+    found = _likelihood_memo(kb).get_or_compute(key, lambda: _rank(kb, ev, evidence, site_counts, explain_top))
+    # the ranked causes are shared with the memo and never changed after ranking; the containers are copies
+    return Ranking(list(found.causes), found.unexplained, list(found.ruled_out), dict(found.posterior))
+
+
+def _rank(kb: KnowledgeBase, ev: EvidenceState, evidence: dict[str, tuple[str, float]],
+          site_counts: dict[str, int] | None, explain_top: int) -> Ranking:
+    settings = engine_settings()
     tables = _tables(kb)
     priors = site_priors(kb, site_counts)
     temper = settings["temper"]

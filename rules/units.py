@@ -74,6 +74,16 @@ def parse_int(text: Any) -> int | None:
 
 def convert(text: str, kind: str) -> Any:
     """Convert one captured field; text that does not parse stays text."""
+    if kind == "str":
+        return text
+    if type(text) is str:  # the common case first: a plain number (the general parsers follow on failure)
+        try:
+            if kind == "int":
+                return int(text)
+            if kind == "float" and len(text) <= 64:
+                return float(text)
+        except ValueError:
+            pass
     if kind == "size":
         value: Any = parse_size(text)
     elif kind == "int":

@@ -195,3 +195,11 @@ def test_memoised_ranking_equals_a_fresh_one_and_follows_new_evidence():
     assert first.causes[0].id != "compute.lr_divergence"
     every_rank = rank(kb, _ev(["s.loss_nan", "s.nan_all_ranks"], absent=["s.nan_subset_ranks"]))
     assert every_rank.causes[0].id == "compute.lr_divergence"  # new evidence, new key: not a stale answer
+    # the same symptoms under another context, other site history or an experiment's outcome: new answers
+    bf16 = rank(kb, _ev(["s.loss_nan", "s.nan_subset_ranks"], absent=["s.nan_all_ranks"],
+                        context=JobContext(precision="bf16")))
+    assert "compute.fp16_overflow" in first.posterior and "compute.fp16_overflow" not in bf16.posterior
+    history = rank(kb, local, site_counts={"data.corrupt_sample": 20})
+    assert history.posterior["data.corrupt_sample"] > first.posterior["data.corrupt_sample"]
+    first.causes.clear()  # a caller's copy: the remembered ranking keeps its causes
+    assert rank(kb, local).causes
