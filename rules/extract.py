@@ -90,6 +90,20 @@ def _plan(matcher: LineMatcher, settings: Settings) -> _Plan:
     return plan
 
 
+_SUBSETS: dict[tuple[_Plan, tuple[bool, ...]], _Plan] = {}
+
+
+def _without(plan: _Plan, leave_out: list[bool], settings: Settings) -> _Plan:
+    """The plan of ``plan``'s rules minus those flagged in ``leave_out`` (compiled once per process; a
+    plan stands for its matcher and the settings it was built under, so it is the key)."""
+    key = (plan, tuple(leave_out))
+    found = _SUBSETS.get(key)
+    if found is None:
+        rules = [r for r, out in zip(plan.matcher.rules, leave_out, strict=True) if not out]
+        found = _SUBSETS[key] = _plan(cached_matcher(RuleSet(rules).fingerprint(), rules, utf8=False), settings)
+    return found
+
+
 class _Reader:
     """Scans one source chunk by chunk and feeds hit lines to the collector.
 
@@ -107,7 +121,6 @@ class _Reader:
         self.settings = settings
         line_rules = rules.line_rules
         self.full = _plan(cached_matcher(cached_fingerprint(rules, line_rules), line_rules, utf8=False), settings)
-        self._lean: _Plan | None = None
         self.collector = collector
         self.chunk_bytes: int = limits["chunk_bytes"]
         self.max_line: int = limits["max_line_bytes"]
@@ -123,25 +136,16 @@ class _Reader:
         self.chunk_stride: int = limits["context_chunk_stride"]
         self.repeat_after: int = limits["repeat_after"]
         self.window_bytes: int = limits["progress_window_bytes"]
-        self._progress_lean: _Plan | None = None
 
     @property
     def progress_lean(self) -> _Plan:
-        """The rule set without the progress markers: the windows between sampled ones (compiled on first use)."""
-        if self._progress_lean is None:
-            rules = [r for r, is_progress in zip(self.full.matcher.rules, self.full.is_progress, strict=True)
-                     if not is_progress]
-            self._progress_lean = _plan(cached_matcher(RuleSet(rules).fingerprint(), rules, utf8=False), self.settings)
-        return self._progress_lean
+        """The rule set without the progress markers: the windows between sampled ones."""
+        return _without(self.full, self.full.is_progress, self.settings)
 
     @property
     def lean(self) -> _Plan:
-        """The rule set without context-only rules (compiled on first use: only big logs need it)."""
-        if self._lean is None:
-            rules = [r for r, ctx_only in zip(self.full.matcher.rules, self.full.context_only, strict=True)
-                     if not ctx_only]
-            self._lean = _plan(cached_matcher(RuleSet(rules).fingerprint(), rules, utf8=False), self.settings)
-        return self._lean
+        """The rule set without context-only rules (only big logs need it)."""
+        return _without(self.full, self.full.context_only, self.settings)
 
     def chunks(self, stream: BinaryIO) -> Iterator[tuple[bytes, int, int]]:
         """``(buffer, begin, end)``: ``buffer[begin:end]`` is whole lines (a line over ``max_line`` is cut).
