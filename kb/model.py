@@ -13,6 +13,7 @@ any overlays; the inference engine (kb/inference.py) and experiment planner
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 DOMAINS = ("config", "memory", "comm", "compute", "data", "hardware", "none")
@@ -129,6 +130,14 @@ class Experiment:
     def outcome_probabilities(self, cause_id: str) -> dict[str, float]:
         """P(outcome | cause), falling back to ``default`` for causes it does not bear on."""
         return self.expects.get(cause_id, self.default)
+
+    @cached_property
+    def outcome_rows(self) -> tuple[tuple[str, ...], tuple[float | None, ...], dict[str, tuple[float | None, ...]]]:
+        """The outcome ids, ``default`` and each listed cause's P(outcome | cause) as rows in outcome order
+        (None where a distribution does not name an outcome); built once, for the planner's inner loop."""
+        ids = tuple(o.id for o in self.outcomes)
+        return (ids, tuple(self.default.get(o) for o in ids),
+                {cause: tuple(dist.get(o) for o in ids) for cause, dist in self.expects.items()})
 
     @property
     def cost(self) -> float:

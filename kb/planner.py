@@ -42,36 +42,30 @@ def entropy(dist: dict[str, float]) -> float:
     return -sum(p * math.log2(p) for p in dist.values() if p > 0)
 
 
-def _outcome_table(experiment: Experiment, posterior: dict[str, float]) -> dict[str, dict[str, float]]:
-    """outcome -> (cause -> P(outcome | cause) * P(cause))."""
-    table: dict[str, dict[str, float]] = {o.id: {} for o in experiment.outcomes}
-    for cause, p in posterior.items():
-        if p <= 0:
-            continue
-        dist = experiment.default if cause == UNEXPLAINED else experiment.outcome_probabilities(cause)
-        for outcome, p_o in dist.items():
-            if outcome in table:
-                table[outcome][cause] = p_o * p
-    return table
-
-
 def information_gain(experiment: Experiment, posterior: dict[str, float],
                      h_now: float | None = None) -> tuple[float, list[OutcomeForecast]]:
     """Expected reduction of the entropy of the cause distribution, and the outcome forecasts.
 
-    Uses H(P|o) = log2 P(o) - sum_c j(c,o) log2 j(c,o) / P(o) with j the joint, so no
-    normalised posterior is built per outcome. ``h_now`` is H(posterior) when the caller has it.
+    Uses H(P|o) = log2 P(o) - sum_c j(c,o) log2 j(c,o) / P(o) with j(c,o) = P(o|c) P(c) the joint,
+    so no normalised posterior is built per outcome. ``h_now`` is H(posterior) when the caller has it.
     """
     if h_now is None:
         h_now = entropy(posterior)
+    ids, default_row, rows = experiment.outcome_rows
+    columns = [(cause, p, default_row if cause == UNEXPLAINED else rows.get(cause, default_row))
+               for cause, p in posterior.items() if p > 0]
     expected = 0.0
     forecasts = []
     log2 = math.log2
-    for outcome, joint in _outcome_table(experiment, posterior).items():
+    for k, outcome in enumerate(ids):
         p_o = 0.0
         plogp = 0.0
         lead, lead_p = "", -1.0
-        for cause, j in joint.items():
+        for cause, p, row in columns:
+            q = row[k]
+            if q is None:
+                continue
+            j = q * p
             if j > 0.0:
                 p_o += j
                 plogp += j * log2(j)
@@ -84,10 +78,15 @@ def information_gain(experiment: Experiment, posterior: dict[str, float],
     return max(0.0, h_now - expected), forecasts
 
 
-def separated_causes(experiment: Experiment, posterior: dict[str, float], limit: int = 6) -> list[str]:
+def leading_causes(posterior: dict[str, float], limit: int = 6) -> list[str]:
+    """The ``limit`` most probable causes holding at least 1 % (c0 left out)."""
+    return [c for c, p in sorted(posterior.items(), key=lambda kv: -kv[1]) if c != UNEXPLAINED and p >= 0.01][:limit]
+
+
+def separated_causes(experiment: Experiment, posterior: dict[str, float], limit: int = 6,
+                     leaders: list[str] | None = None) -> list[str]:
     """Leading causes whose most likely outcome under this experiment differs from another's."""
-    leaders = [c for c, p in sorted(posterior.items(), key=lambda kv: -kv[1]) if c != UNEXPLAINED and p >= 0.01]
-    leaders = leaders[:limit]
+    leaders = leading_causes(posterior, limit) if leaders is None else leaders[:limit]
     expected = {}
     for cause in leaders:
         dist = experiment.outcome_probabilities(cause)
@@ -119,6 +118,7 @@ def _propose(kb: KnowledgeBase, posterior: dict[str, float], done: frozenset[str
     # causes below 1e-5 cannot change an expected gain measurably; leaving them out halves the work
     posterior = {c: p for c, p in posterior.items() if p >= 1e-5}
     h_now = entropy(posterior)
+    leaders = leading_causes(posterior)
     proposals = []
     for experiment in kb.experiments.values():
         if experiment.id in done or getattr(experiment, "status", "active") != "active":
@@ -127,7 +127,7 @@ def _propose(kb: KnowledgeBase, posterior: dict[str, float], done: frozenset[str
         if gain < 1e-3:
             continue
         proposals.append(
-            Proposal(experiment, gain, bit_value * gain - experiment.cost, separated_causes(experiment, posterior),
+            Proposal(experiment, gain, bit_value * gain - experiment.cost, separated_causes(experiment, posterior, leaders=leaders),
                      forecasts)
         )
     proposals.sort(key=lambda p: (-p.score, p.experiment.id))

@@ -203,3 +203,40 @@ def test_memoised_ranking_equals_a_fresh_one_and_follows_new_evidence():
     assert history.posterior["data.corrupt_sample"] > first.posterior["data.corrupt_sample"]
     first.causes.clear()  # a caller's copy: the remembered ranking keeps its causes
     assert rank(kb, local).causes
+
+
+def _reference_gain(experiment, posterior):
+    """IG by the definition: H(P) - sum_o P(o) H(P | o), with normalised posteriors per outcome."""
+    def h(dist):
+        return -sum(p * math.log2(p) for p in dist.values() if p > 0)
+
+    expected = 0.0
+    for outcome in experiment.outcomes:
+        joint = {}
+        for cid, p in posterior.items():
+            dist = experiment.default if cid == UNEXPLAINED else experiment.outcome_probabilities(cid)
+            if outcome.id in dist and dist[outcome.id] * p > 0:
+                joint[cid] = dist[outcome.id] * p
+        p_o = sum(joint.values())
+        if p_o > 0:
+            expected += p_o * h({c: j / p_o for c, j in joint.items()})
+    return max(0.0, h(posterior) - expected)
+
+
+def test_information_gain_matches_its_definition_on_the_real_knowledge_base():
+    import random
+
+    from kb.loader import get_kb
+
+    kb = get_kb()
+    rng = random.Random(11)
+    causes = sorted(kb.causes)
+    for _ in range(5):
+        weights = {c: rng.random() ** 4 for c in rng.sample(causes, 12)}
+        weights[UNEXPLAINED] = 0.05
+        total = sum(weights.values())
+        posterior = {c: w / total for c, w in weights.items()}
+        for experiment in kb.experiments.values():
+            gain, forecasts = information_gain(experiment, posterior)
+            assert gain == pytest.approx(_reference_gain(experiment, posterior), abs=1e-9)
+            assert sum(f.probability for f in forecasts) == pytest.approx(1.0, abs=1e-6) or not forecasts
