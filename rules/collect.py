@@ -217,7 +217,7 @@ class Collector:
                 time, year_known = stream.last_time, stream.last_time_year_known
 
         frames: tuple[tuple[str, str], ...] = ()
-        if any(m.rule.severity == "error" for m in symptom_matches):
+        if symptom_matches and any(m.rule.severity == "error" for m in symptom_matches):
             frames = self._traceback_frames(stream, lineno)
 
         step = self._first(groups, self.step_fields)

@@ -191,6 +191,7 @@ def load_or_compile(rules: Sequence[Rule], *, utf8: bool) -> tuple[hyperscan.Dat
     return db, None
 
 
+_FAST_LIMIT = 2 * LONG_LINE_WINDOW
 _UNANCHORED = getattr(getattr(re2, "_Anchor", None), "UNANCHORED", None)
 
 
@@ -221,9 +222,10 @@ class LineMatcher:
         self.regexes = [compile_re2(r, utf8=utf8) for r in self.rules]
         # For the byte-line fast path of ``confirm``: RE2's compiled object and (name, group index) per rule,
         # so a hit line costs one call into RE2 and no per-match wrapper objects.
-        self._raw = [_raw_regexp(rx) for rx in self.regexes]
+        raw = [_raw_regexp(rx) for rx in self.regexes]
         self._names = [tuple((k.decode() if isinstance(k, bytes) else k, i) for k, i in rx.groupindex.items())
                        for rx in self.regexes]
+        self._fast = list(zip(raw, self._names, self.anchored, self.rules, strict=True))
         self.db, self.scratch = load_or_compile(self.rules, utf8=utf8) if self.rules else (None, None)
         self._lock = threading.Lock()  # a database owns one scratch space
 
@@ -246,22 +248,25 @@ class LineMatcher:
 
     def confirm(self, index: int, line: bytes | str, message_start: int = 0) -> RuleMatch | None:
         """Run RE2 for rule ``index`` on one line; ``None`` if it does not really match."""
-        anchored = self.anchored[index]
-        target = line[message_start:] if anchored else line
-        raw = self._raw[index]
-        if raw is not None and type(target) is bytes and len(target) <= 2 * LONG_LINE_WINDOW:
+        raw, names, anchored, rule = self._fast[index]
+        if raw is not None and type(line) is bytes:
             # fast path (every log line): the same RE2 search the wrapper's ``search`` runs, spans read directly
-            spans = raw.Match(_UNANCHORED, target, 0, len(target))
-            start, end = spans[0]
-            if start < 0:
-                return None
-            groups = {}
-            for name, group in self._names[index]:
-                g_start, g_end = spans[group]
-                if g_start >= 0:
-                    groups[name] = target[g_start:g_end].decode("utf-8", "replace")
-            offset = message_start if anchored else 0
-            return RuleMatch(self.rules[index], index, groups, start + offset, end + offset)
+            target = line[message_start:] if anchored else line
+            size = len(target)
+            if size <= _FAST_LIMIT:
+                spans = raw.Match(_UNANCHORED, target, 0, size)
+                start, end = spans[0]
+                if start < 0:
+                    return None
+                groups = {}
+                for name, group in names:
+                    g_start, g_end = spans[group]
+                    if g_start >= 0:
+                        groups[name] = target[g_start:g_end].decode("utf-8", "replace")
+                if anchored:
+                    return RuleMatch(rule, index, groups, start + message_start, end + message_start)
+                return RuleMatch(rule, index, groups, start, end)
+        target = line[message_start:] if anchored else line
         regex = self.regexes[index]
         offset = message_start if anchored else 0
         if len(target) > 2 * LONG_LINE_WINDOW:
