@@ -17,7 +17,7 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("bench.latency", [], []),
     ("bench.extract_bench", ["--size-mb", "200"], []),
     ("bench.search_bench", ["--n", "5000"], ["--n", "100000"]),
-    ("bench.api_bench", [], []),
+    ("bench.api_bench", ["--seconds", "5"], []),
 ]
 
 
