@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 #: the engine's memos (kb/inference.py, kb/planner.py), cleared for the cold figure
-MEMOS = ("likelihood_memo", "proposal_memo")
+MEMOS = ("likelihood_memo", "ranking_memo", "proposal_memo")
 
 
 def _pct(values: list[float], q: float) -> float:

@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from kb.graph import cause_likelihoods, noisy_or_likelihood
-from kb.lru import BoundedCache
+from kb.lru import BoundedCache, memo
 from kb.model import Cause, KnowledgeBase
 from rules.model import Extraction, JobContext
 
@@ -123,16 +123,14 @@ class _CauseTable:
     reached: tuple[str, ...] = ()  # the symptoms in ``reach``, in order (the memo key reads these)
 
 
-#: memoized log-likelihood ratios and explanations per knowledge base: failures of one kind repeat, and so
-#: does their evidence
-LIKELIHOOD_MEMO_SIZE = 8192
+#: memo sizes per knowledge base: failures of one kind repeat, and so does their evidence. A ratio or an
+#: explanation is small (~1-5 KB in memory), a whole ranking is not (~50-100 KB), hence fewer of those.
+LIKELIHOOD_MEMO_SIZE = 4096
+RANKING_MEMO_SIZE = 128
 
 
-def _likelihood_memo(kb: KnowledgeBase) -> BoundedCache[float]:
-    memo = kb.cache.get("likelihood_memo")
-    if memo is None:
-        memo = kb.cache.setdefault("likelihood_memo", BoundedCache(LIKELIHOOD_MEMO_SIZE))
-    return memo
+def _likelihood_memo(kb: KnowledgeBase) -> BoundedCache:
+    return memo(kb.cache, "likelihood_memo", LIKELIHOOD_MEMO_SIZE)
 
 
 def _tables(kb: KnowledgeBase) -> dict[str, _CauseTable]:
@@ -287,7 +285,8 @@ def rank(kb: KnowledgeBase, ev: EvidenceState, site_counts: dict[str, int] | Non
     key = ("rank", tuple(sorted(evidence.items())), tuple(sorted((site_counts or {}).items())), ev.phase,
            tuple(ev.outcomes), (ctx.precision, ctx.zero_stage, ctx.offload, ctx.nodes, ctx.world_size, ctx.gpu,
                                 tuple(sorted(ctx.versions.items()))), explain_top, tuple(sorted(settings.items())))
-    found = _likelihood_memo(kb).get_or_compute(key, lambda: _rank(kb, ev, evidence, site_counts, explain_top))
+    found = memo(kb.cache, "ranking_memo", RANKING_MEMO_SIZE).get_or_compute(
+        key, lambda: _rank(kb, ev, evidence, site_counts, explain_top))
     # the ranked causes are shared with the memo and never changed after ranking; the containers are copies
     return Ranking(list(found.causes), found.unexplained, list(found.ruled_out), dict(found.posterior))
 

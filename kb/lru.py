@@ -37,3 +37,11 @@ class BoundedCache(Generic[V]):
 
     def __len__(self) -> int:
         return len(self._data)
+
+
+def memo(cache: dict, name: str, size: int) -> BoundedCache:
+    """The LRU called ``name`` in ``cache`` (a knowledge base's derived tables), made on first use."""
+    found = cache.get(name)
+    if found is None:
+        found = cache.setdefault(name, BoundedCache(size))
+    return found

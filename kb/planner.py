@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 
 from kb.inference import UNEXPLAINED, engine_settings
-from kb.lru import BoundedCache
+from kb.lru import memo
 from kb.model import Experiment, KnowledgeBase
 
 
@@ -97,7 +97,7 @@ def separated_causes(experiment: Experiment, posterior: dict[str, float], limit:
 
 
 #: proposals remembered per knowledge base: the same evidence gives the same posterior, bit for bit
-PROPOSAL_MEMO_SIZE = 1024
+PROPOSAL_MEMO_SIZE = 256
 
 
 def propose(
@@ -106,11 +106,9 @@ def propose(
     """The ``top`` experiments by net value of information, skipping those already run."""
     done = frozenset(done or ())
     bit_value = engine_settings()["bit_value_gpu_minutes"]
-    memo = kb.cache.get("proposal_memo")
-    if memo is None:
-        memo = kb.cache.setdefault("proposal_memo", BoundedCache(PROPOSAL_MEMO_SIZE))
     key = (tuple(posterior.items()), done, top, bit_value)
-    return list(memo.get_or_compute(key, lambda: _propose(kb, posterior, done, top, bit_value)))
+    return list(memo(kb.cache, "proposal_memo", PROPOSAL_MEMO_SIZE).get_or_compute(
+        key, lambda: _propose(kb, posterior, done, top, bit_value)))
 
 
 def _propose(kb: KnowledgeBase, posterior: dict[str, float], done: frozenset[str], top: int,

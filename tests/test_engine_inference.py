@@ -188,6 +188,7 @@ def test_memoised_ranking_equals_a_fresh_one_and_follows_new_evidence():
     first = rank(kb, local)
     again = rank(kb, local)  # every ratio served from the memo
     kb.cache.pop("likelihood_memo")
+    kb.cache.pop("ranking_memo")
     fresh = rank(kb, local)
     assert again.posterior == first.posterior == fresh.posterior
     assert [c.weights for c in again.causes] == [c.weights for c in fresh.causes]  # explanations too
