@@ -39,6 +39,8 @@ _MAGIC = (
     (b"7z\xbc\xaf'\x1c", "a 7z archive"), (b"\x93NUMPY", "a NumPy array"), (b"SQLite format 3\x00", "an SQLite database"),
 )
 _GZIP = b"\x1f\x8b"
+#: bytes of a source's start checked for control characters (binary data scanned as text gets a warning)
+BINARY_SNIFF_BYTES = 16384
 
 
 @dataclass
@@ -442,6 +444,7 @@ def _binary_warning(name: str, sample: bytes) -> str | None:
     """A warning when a sample looks like binary data (many control bytes) rather than text."""
     if not sample:
         return None
+    sample = sample[:BINARY_SNIFF_BYTES]  # enough to tell text from binary; the whole 64 KiB cost ~3 % of a 100 KB log
     control = len(sample) - len(sample.translate(None, _CONTROL))
     if control > len(sample) // 20 or sample.count(b"\x00") > len(sample) // 1000:
         return f"{name}: looks like binary data ({control} control bytes in the first {len(sample)}); scanned as text anyway"
