@@ -42,8 +42,8 @@ def stored(diagnosis_id: str) -> StoredDiagnosis:
     return stored
 
 
-def diagnose_and_store(evidence: dict[str, Any], *, lang: str = "en", top: int = 5) -> tuple[dict[str, Any], str]:
-    """Redact, diagnose and store validated evidence; return the diagnosis and its JSON text.
+def diagnose_and_store(evidence: dict[str, Any], *, lang: str = "en", top: int = 5) -> tuple[dict[str, Any], bytes]:
+    """Redact, diagnose and store validated evidence; return the diagnosis and its JSON (UTF-8 bytes).
 
     The one implementation behind POST /v1/diagnoses (the web pages and chat-ops can call it too;
     validate first with ``api.schemas.EvidenceSchema``)."""
@@ -55,15 +55,15 @@ def diagnose_and_store(evidence: dict[str, Any], *, lang: str = "en", top: int =
     result["observation_history"] = []
     if found.total:
         result.setdefault("warnings", []).append(found.summary())
-    text = jsontext.dumps(result)
+    text = jsontext.dumps_bytes(result)
     services().diagnoses().add(result, clean, lang=lang, top=top, created_at=created, diagnosis_json=text)
     return result, text
 
 
 def observe_and_store(current: StoredDiagnosis, new: dict[str, Any], *, lang: str | None = None
-                      ) -> tuple[dict[str, Any], str]:
+                      ) -> tuple[dict[str, Any], bytes]:
     """Merge new observations / logs / description into a stored diagnosis' evidence, re-run it under
-    the same id, keep the history; return the new diagnosis and its JSON text.
+    the same id, keep the history; return the new diagnosis and its JSON (UTF-8 bytes).
 
     Concurrent updates are merged: the write is conditional on the version read, and on a
     collision the latest stored evidence is re-read and the new facts applied on top (409 after
@@ -91,7 +91,7 @@ def observe_and_store(current: StoredDiagnosis, new: dict[str, Any], *, lang: st
         result["observation_history"] = history
         if found.total:
             result.setdefault("warnings", []).append(found.summary())
-        text = jsontext.dumps(result)
+        text = jsontext.dumps_bytes(result)
         if services().diagnoses().replace(current, result, evidence, history, diagnosis_json=text):
             return result, text
         current = stored(current.id)  # someone else added observations meanwhile: merge onto theirs

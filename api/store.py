@@ -154,18 +154,19 @@ class DiagnosisStore:
         close_thread_connection(self.path)
 
     def add(self, diagnosis: dict[str, Any], evidence: dict[str, Any], *, lang: str, top: int,
-            created_at: str | None = None, diagnosis_json: str | None = None) -> None:
+            created_at: str | None = None, diagnosis_json: bytes | None = None) -> None:
         """Store a new diagnosis with the (already redacted) evidence it came from.
 
-        ``diagnosis_json`` is the diagnosis already encoded (saves encoding it twice)."""
+        ``diagnosis_json`` is the diagnosis already encoded as UTF-8 JSON (saves encoding it twice);
+        it is stored as text."""
         now = created_at or utc_now()
         cause, probability = _top(diagnosis)
         self.conn.execute(
             "INSERT INTO diagnoses (id, created_at, updated_at, top_cause, top_probability, verdict, summary, lang, "
-            "top_n, evidence, diagnosis, history) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "top_n, evidence, diagnosis, history) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS TEXT), ?)",
             (diagnosis["id"], now, now, cause, probability, (diagnosis.get("summary") or {}).get("verdict"),
              (diagnosis.get("summary") or {}).get("text", ""), lang, top, _pack(evidence),
-             diagnosis_json or jsontext.dumps(diagnosis), "[]"),
+             diagnosis_json or jsontext.dumps_bytes(diagnosis), "[]"),
         )
 
     def get(self, diagnosis_id: str) -> StoredDiagnosis | None:
@@ -184,15 +185,15 @@ class DiagnosisStore:
         return row[0] if row else None
 
     def replace(self, stored: StoredDiagnosis, diagnosis: dict[str, Any], evidence: dict[str, Any],
-                history: list[dict[str, Any]], diagnosis_json: str | None = None) -> bool:
+                history: list[dict[str, Any]], diagnosis_json: bytes | None = None) -> bool:
         """Write a re-run diagnosis if nobody else changed it since ``stored`` was read (optimistic lock)."""
         cause, probability = _top(diagnosis)
         cursor = self.conn.execute(
             "UPDATE diagnoses SET updated_at = ?, top_cause = ?, top_probability = ?, verdict = ?, summary = ?, "
-            "version = version + 1, evidence = ?, diagnosis = ?, history = ? WHERE id = ? AND version = ?",
+            "version = version + 1, evidence = ?, diagnosis = CAST(? AS TEXT), history = ? WHERE id = ? AND version = ?",
             (utc_now(), cause, probability,
              (diagnosis.get("summary") or {}).get("verdict"), (diagnosis.get("summary") or {}).get("text", ""),
-             _pack(evidence), diagnosis_json or jsontext.dumps(diagnosis),
+             _pack(evidence), diagnosis_json or jsontext.dumps_bytes(diagnosis),
              jsontext.dumps(history), stored.id, stored.version),
         )
         return cursor.rowcount == 1

@@ -36,6 +36,21 @@ def test_wal_mode_and_round_trip(store) -> None:
     assert store.get("missing") is None and store.get_json("missing") is None
 
 
+def test_encoded_diagnoses_are_stored_as_text(store) -> None:
+    """The API hands over the diagnosis as UTF-8 bytes (encoded once); SQLite keeps it as TEXT."""
+    from api import jsontext
+
+    diagnosis = {**_diagnosis(2), "summary": {"verdict": "uncertain", "text": "显存碎片"}}
+    store.add(diagnosis, {"description": "x"}, lang="zh", top=3, diagnosis_json=jsontext.dumps_bytes(diagnosis))
+    assert store.conn.execute("SELECT typeof(diagnosis) FROM diagnoses WHERE id = 'd0002'").fetchone()[0] == "text"
+    assert store.get_json("d0002") == jsontext.dumps(diagnosis) and store.get("d0002").diagnosis == diagnosis
+    stored = store.get("d0002")
+    changed = {**diagnosis, "summary": {"verdict": "confident", "text": "换了"}}
+    assert store.replace(stored, changed, stored.evidence, [], diagnosis_json=jsontext.dumps_bytes(changed))
+    assert store.conn.execute("SELECT typeof(diagnosis) FROM diagnoses WHERE id = 'd0002'").fetchone()[0] == "text"
+    assert store.get("d0002").diagnosis == changed
+
+
 def test_listing_is_newest_first_with_a_stable_cursor(store) -> None:
     for n in range(7):
         store.add(_diagnosis(n), {"description": "x"}, lang="en", top=5)
