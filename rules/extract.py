@@ -110,10 +110,11 @@ class _Reader:
     """Scans one source chunk by chunk and feeds hit lines to the collector.
 
     Context-only lines (progress, init, memory lines: see ``_context_only``) are sampled: the
-    first ``context_full_lines`` of each kind are read, then every ``context_stride``-th. Past the
-    first ``context_full_chunks`` chunks of a source, only every ``context_chunk_stride``-th chunk
-    is scanned with the full rule set; the others with the "lean" set (no context-only rules),
-    which never reports a progress line at all.
+    first ``context_full_lines`` of each kind are read, then every ``context_stride``-th; progress
+    lines past their first ones are sampled by window instead (``_full_chunk``). Past the first
+    ``context_full_chunks`` chunks of a source, only every ``context_chunk_stride``-th chunk is
+    scanned with the full rule set; the others with the "lean" set (no context-only rules), which
+    never reports a progress line at all.
     """
 
     def __init__(self, rules: RuleSet, collector: Collector, settings: Settings,
