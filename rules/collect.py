@@ -38,7 +38,6 @@ class SourceState:
     bytes: int = 0
     other_lines: int = 0  # hit lines that are neither kernel nor nvidia-smi output
     progress: int = 0  # progress lines in this source (read in full)
-    progress_sampled_out: int = 0  # progress lines counted but not read (sampling of context lines)
     max_stream_progress: int = 0  # the most progress lines any one participant printed in it
     max_step: int | None = None
     last_marker: str | None = None  # the last phase marker any participant printed

@@ -302,11 +302,9 @@ class _Reader:
             if sampled and not (progress and progress_all):
                 count = seen.get(key, 0) + 1
                 if count > full_lines and not keep(count):
-                    if progress:
-                        if stop_on_sampling:
-                            start = max(chunk.rfind(b"\n", begin, end) + 1, begin)
-                            return lineno + chunk.count(b"\n", counted, start), start
-                        src.progress_sampled_out += 1
+                    if progress and stop_on_sampling:  # from here on the caller samples progress by window
+                        start = max(chunk.rfind(b"\n", begin, end) + 1, begin)
+                        return lineno + chunk.count(b"\n", counted, start), start
                     seen[key] = count
                     continue
                 seen[key] = count
@@ -445,7 +443,7 @@ def _binary_warning(name: str, sample: bytes) -> str | None:
     """A warning when a sample looks like binary data (many control bytes) rather than text."""
     if not sample:
         return None
-    sample = sample[:BINARY_SNIFF_BYTES]  # enough to tell text from binary; the whole 64 KiB cost ~3 % of a 100 KB log
+    sample = sample[:BINARY_SNIFF_BYTES]  # enough to tell text from binary (all 64 KiB: ~10 % of a 100 KB log)
     control = len(sample) - len(sample.translate(None, _CONTROL))
     if control > len(sample) // 20 or sample.count(b"\x00") > len(sample) // 1000:
         return f"{name}: looks like binary data ({control} control bytes in the first {len(sample)}); scanned as text anyway"
