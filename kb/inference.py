@@ -316,8 +316,8 @@ def _rank(kb: KnowledgeBase, ev: EvidenceState, evidence: dict[str, tuple[str, f
         table = tables[cid]
         # the ratio depends only on the evidence about the symptoms this cause reaches
         keys[cid] = key = (cid, tuple(map(evidence.get, table.reached)))
-        llr = temper * memo.get_or_compute(("ratio", max_exact, key),
-                                           lambda t=table: _cause_log_ratio(t, kb, evidence, max_exact))
+        llr = temper * remembered.get_or_compute(("ratio", max_exact, key),
+                                                 lambda t=table: _cause_log_ratio(t, kb, evidence, max_exact))
         outcome_logs[cid] = _outcome_log_ratios(kb, cid, ev.outcomes)
         llr += sum(v for _, v in outcome_logs[cid])
         scores[cid] = math.log(priors[cid] * factor * (1.0 - settings["unexplained_prior"])) + llr
@@ -344,8 +344,8 @@ def _rank(kb: KnowledgeBase, ev: EvidenceState, evidence: dict[str, tuple[str, f
     ]
     ranked.sort(key=lambda r: (-r.probability, r.id))
     for rc in ranked[:explain_top]:  # explanations only for the causes an answer can show
-        rc.weights = list(memo.get_or_compute(("explain", keys[rc.id]),
-                                              lambda t=tables[rc.id]: _explain(kb, t, evidence)))
+        rc.weights = list(remembered.get_or_compute(("explain", keys[rc.id]),
+                                                    lambda t=tables[rc.id]: _explain(kb, t, evidence)))
         rc.unexplained_present = sorted(s for s in ev.present if s in kb.symptoms and s not in tables[rc.id].reach)
     return Ranking(ranked, posterior[UNEXPLAINED], sorted(ruled_out), posterior)
 
