@@ -298,7 +298,7 @@ def _rank(kb: KnowledgeBase, ev: EvidenceState, evidence: dict[str, tuple[str, f
     priors = site_priors(kb, site_counts)
     temper = settings["temper"]
     max_exact = int(settings["max_exact_mechanisms"])
-    memo = _likelihood_memo(kb)
+    remembered = _likelihood_memo(kb)
     keys: dict[str, tuple] = {}  # cause -> the evidence about the symptoms it reaches (memo key)
 
     scores: dict[str, float] = {}
