@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from kb.graph import cause_likelihoods, noisy_or_likelihood
-from kb.lru import BoundedCache, memo
+from kb.lru import memo
 from kb.model import Cause, KnowledgeBase
 from rules.model import Extraction, JobContext
 
@@ -120,17 +120,12 @@ class _CauseTable:
     mechanisms: list[tuple[str, float]]  # (mechanism, w(c->m))
     reach: dict[str, list[tuple[int, float]]]  # symptom -> [(mechanism index, w(m->s))]
     marginal: dict[str, float]  # symptom -> P(s | c)
-    reached: tuple[str, ...] = ()  # the symptoms in ``reach``, in order (the memo key reads these)
 
 
 #: memo sizes per knowledge base: failures of one kind repeat, and so does their evidence. A ratio or an
 #: explanation is small (~1-5 KB in memory), a whole ranking is not (~50-100 KB), hence fewer of those.
 LIKELIHOOD_MEMO_SIZE = 4096
 RANKING_MEMO_SIZE = 128
-
-
-def _likelihood_memo(kb: KnowledgeBase) -> BoundedCache:
-    return memo(kb.cache, "likelihood_memo", LIKELIHOOD_MEMO_SIZE)
 
 
 def _tables(kb: KnowledgeBase) -> dict[str, _CauseTable]:
@@ -150,7 +145,7 @@ def _compile_cause(kb: KnowledgeBase, cause: Cause) -> _CauseTable:
                 reach.setdefault(sid, []).append((index, w_ms))
     # the marginals are the loader's table (kb/graph.py), computed once per load
     marginal = kb.likelihoods.get(cause.id) or cause_likelihoods(cause, kb.mechanisms, kb.symptoms)
-    return _CauseTable(mechanisms, reach, marginal, tuple(reach))
+    return _CauseTable(mechanisms, reach, marginal)
 
 
 def symptom_likelihood(kb: KnowledgeBase, symptom_id: str, cause_id: str) -> float:
@@ -298,7 +293,7 @@ def _rank(kb: KnowledgeBase, ev: EvidenceState, evidence: dict[str, tuple[str, f
     priors = site_priors(kb, site_counts)
     temper = settings["temper"]
     max_exact = int(settings["max_exact_mechanisms"])
-    remembered = _likelihood_memo(kb)
+    remembered = memo(kb.cache, "likelihood_memo", LIKELIHOOD_MEMO_SIZE)
     keys: dict[str, tuple] = {}  # cause -> the evidence about the symptoms it reaches (memo key)
 
     scores: dict[str, float] = {}
@@ -315,7 +310,7 @@ def _rank(kb: KnowledgeBase, ev: EvidenceState, evidence: dict[str, tuple[str, f
         notes[cid] = reason
         table = tables[cid]
         # the ratio depends only on the evidence about the symptoms this cause reaches
-        keys[cid] = key = (cid, tuple(map(evidence.get, table.reached)))
+        keys[cid] = key = (cid, tuple(map(evidence.get, table.reach)))  # reach's keys, in its order
         llr = temper * remembered.get_or_compute(("ratio", max_exact, key),
                                                  lambda t=table: _cause_log_ratio(t, kb, evidence, max_exact))
         outcome_logs[cid] = _outcome_log_ratios(kb, cid, ev.outcomes)
