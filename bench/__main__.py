@@ -13,6 +13,7 @@ import time
 BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("bench.kb_load", [], []),
     ("bench.accuracy", [], []),
+    ("bench.corpus", [], []),
     ("bench.simulation", [], []),
     ("bench.latency", [], []),
     ("bench.extract_bench", ["--size-mb", "200"], []),

@@ -1,0 +1,294 @@
+"""Accuracy on real public failures: the corpus, first contact per batch, calibration, closed loop.
+
+The corpus (bench/corpus/batch*/*.json) holds real failures from public issue threads, one JSON per
+case in the devset format plus ``batch`` and ``language``. Every case goes through the whole
+pipeline (rules -> symptoms -> ranking), as ``dsdoctor diagnose --evidence`` would run it.
+
+* accuracy: top-1 / top-3 on all cases, with logs, description only, Chinese, per domain; the
+  same slices for ../shared/devset when it is present;
+* first contact: the score of each batch taken before anything was changed after reading it,
+  kept in bench/corpus/first_contact.json, written once per batch and never rewritten
+  (``--record-first-contact N`` refuses a batch that already has its row);
+* calibration: the top answer's probability in bins against how often it was right, and the
+  expected calibration error;
+* closed loop: from each case's real start, the first proposed experiment is answered with the
+  knowledge base's own most likely outcome for the labelled cause, up to three experiments; the
+  share that ends with the labelled cause on top at p >= 0.9, and how often the first experiment
+  bears on the labelled cause at all.
+
+Usage: python -m bench.corpus [--verbose] [--batch N] [--record-first-contact N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import itertools
+import json
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS_DIR = ROOT / "bench" / "corpus"
+FIRST_CONTACT = CORPUS_DIR / "first_contact.json"
+DEVSET_DIR = ROOT.parent / "shared" / "devset" / "cases"
+CONFIDENT = 0.9
+LOOP_STEPS = 3
+BINS = (0.0, 0.2, 0.4, 0.6, 0.8, 0.9, 1.0001)
+
+
+@dataclass
+class Case:
+    id: str
+    batch: int | None
+    language: str
+    label: str
+    ok: set[str]
+    evidence: dict[str, Any]
+
+    @property
+    def has_logs(self) -> bool:
+        return bool(self.evidence.get("logs"))
+
+
+@dataclass
+class Outcome:
+    case: Case
+    ranked: list[str]  # catalog causes, best first
+    top_probability: float
+    first_experiment: str | None = None
+    first_bears: bool = False
+    loop_confident: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def top1(self) -> bool:
+        return bool(self.ranked) and self.ranked[0] in self.case.ok
+
+    @property
+    def top3(self) -> bool:
+        return bool(self.case.ok & set(self.ranked[:3]))
+
+
+def load_cases(folder: Path, batch: int | None = None) -> list[Case]:
+    """Every case under ``folder`` (recursively), optionally only one batch."""
+    out = []
+    for path in sorted(folder.rglob("*.json")) if folder.is_dir() else []:
+        if path.name == FIRST_CONTACT.name:
+            continue
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        if "evidence" not in raw or "label" not in raw:
+            continue
+        case = Case(id=raw["id"], batch=raw.get("batch"), language=raw.get("language", "en"),
+                    label=raw["label"], ok={raw["label"], *raw.get("also_ok", [])}, evidence=raw["evidence"])
+        if batch is None or case.batch == batch:
+            out.append(case)
+    return out
+
+
+def _catalog_probabilities(kb, diagnosis: dict[str, Any]) -> list[tuple[str, float]]:
+    """Catalog causes with the probability of their finer causes summed, best first."""
+    from kb.diagnosis import catalog_cause
+
+    totals: dict[str, float] = {}
+    for c in diagnosis["causes"]:
+        cid = catalog_cause(kb, c["id"])
+        totals[cid] = totals.get(cid, 0.0) + c["probability"]
+    return sorted(totals.items(), key=lambda kv: -kv[1])
+
+
+def _bears_on(kb, experiment_id: str, label: str) -> bool:
+    from kb.diagnosis import catalog_cause
+
+    exp = kb.experiments.get(experiment_id)
+    return exp is not None and any(catalog_cause(kb, c) == label for c in exp.expects)
+
+
+def _predicted_outcome(kb, experiment_id: str, label: str) -> str:
+    """The knowledge base's most likely outcome of an experiment under the labelled cause."""
+    from kb.diagnosis import catalog_cause
+
+    exp = kb.experiments[experiment_id]
+    dist = exp.expects.get(label)
+    if dist is None:  # a finer cause of the label may be the one the experiment lists
+        dist = next((d for c, d in exp.expects.items() if catalog_cause(kb, c) == label), exp.default)
+    return max(dist, key=dist.get)
+
+
+def evaluate(cases: list[Case], kb, loop: bool = True) -> list[Outcome]:
+    from kb.diagnosis import diagnose
+
+    out = []
+    for case in cases:
+        evidence = dict(case.evidence)
+        diagnosis = diagnose(evidence, kb=kb, top=10, lang="zh" if case.language == "zh" else "en")
+        ranked = _catalog_probabilities(kb, diagnosis)
+        result = Outcome(case, [c for c, _ in ranked], ranked[0][1] if ranked else 0.0)
+        proposals = diagnosis["next_experiments"]
+        if proposals:
+            result.first_experiment = proposals[0]["id"]
+            result.first_bears = _bears_on(kb, proposals[0]["id"], case.label)
+        if loop:
+            result.loop_confident = _closed_loop(kb, evidence, diagnosis, case.label)
+        out.append(result)
+    return out
+
+
+def _closed_loop(kb, evidence: dict[str, Any], diagnosis: dict[str, Any], label: str) -> bool:
+    from kb.diagnosis import diagnose
+
+    observations = dict(evidence.get("observations") or {})
+    for _ in range(LOOP_STEPS):
+        ranked = _catalog_probabilities(kb, diagnosis)
+        if ranked and ranked[0][1] >= CONFIDENT:
+            break
+        proposals = [p for p in diagnosis["next_experiments"] if p["id"] in kb.experiments]
+        if not proposals:
+            break
+        exp_id = proposals[0]["id"]
+        observations[f"{exp_id}={_predicted_outcome(kb, exp_id, label)}"] = True
+        diagnosis = diagnose({**evidence, "observations": observations}, kb=kb, top=10)
+    ranked = _catalog_probabilities(kb, diagnosis)
+    return bool(ranked) and ranked[0][0] == label and ranked[0][1] >= CONFIDENT
+
+
+# ---------------------------------------------------------------- figures
+
+
+def _share(rows: list[Outcome], attr: str) -> float | None:
+    return sum(getattr(r, attr) for r in rows) / len(rows) if rows else None
+
+
+def slices(rows: list[Outcome]) -> dict[str, list[Outcome]]:
+    out = {"all": rows, "with logs": [r for r in rows if r.case.has_logs],
+           "description only": [r for r in rows if not r.case.has_logs],
+           "Chinese": [r for r in rows if r.case.language == "zh"]}
+    for domain in sorted({r.case.label.split(".")[0] for r in rows}):
+        out[f"  {domain}"] = [r for r in rows if r.case.label.split(".")[0] == domain]
+    return out
+
+
+def summary(rows: list[Outcome]) -> dict[str, Any]:
+    """The figures a first-contact row keeps."""
+    parts = slices(rows)
+    return {"n": len(rows), "top1": _share(rows, "top1"), "top3": _share(rows, "top3"),
+            "description_only_top3": _share(parts["description only"], "top3"),
+            "chinese_top3": _share(parts["Chinese"], "top3"),
+            "loop_confident": _share(rows, "loop_confident"), "first_bears": _share(rows, "first_bears")}
+
+
+def calibration(rows: list[Outcome]) -> tuple[list[tuple[str, int, float, float]], float]:
+    """(bin, n, mean confidence, accuracy) per bin, and the expected calibration error."""
+    table, ece = [], 0.0
+    for lo, hi in itertools.pairwise(BINS):
+        inside = [r for r in rows if lo <= r.top_probability < hi]
+        if not inside:
+            continue
+        conf = sum(r.top_probability for r in inside) / len(inside)
+        acc = sum(r.top1 for r in inside) / len(inside)
+        table.append((f"{lo:.1f}-{min(hi, 1.0):.1f}", len(inside), conf, acc))
+        ece += len(inside) / len(rows) * abs(conf - acc)
+    return table, ece
+
+
+def _pct(x: float | None) -> str:
+    return "    -" if x is None else f"{x:6.1%}"
+
+
+def print_accuracy(name: str, rows: list[Outcome]) -> None:
+    print(f"   {name}: {'slice':<18} {'n':>4} {'top-1':>7} {'top-3':>7}")
+    for label, part in slices(rows).items():
+        print(f"   {'':<{len(name)}}  {label:<18} {len(part):>4} {_pct(_share(part, 'top1')):>7} "
+              f"{_pct(_share(part, 'top3')):>7}")
+
+
+def print_calibration(rows: list[Outcome]) -> None:
+    table, ece = calibration(rows)
+    print(f"   calibration (top answer's probability vs right): {'bin':<9} {'n':>4} {'conf':>7} {'right':>7}")
+    for label, n, conf, acc in table:
+        print(f"   {'':<49} {label:<9} {n:>4} {conf:>7.1%} {acc:>7.1%}")
+    print(f"   expected calibration error: {ece:.3f}")
+
+
+def print_loop(rows: list[Outcome]) -> None:
+    print(f"   closed loop (<= {LOOP_STEPS} experiments, KB's most likely outcome for the label): "
+          f"ends on the label at p >= {CONFIDENT}: {_pct(_share(rows, 'loop_confident'))}; "
+          f"first experiment bears on the label: {_pct(_share(rows, 'first_bears'))}")
+
+
+def read_first_contact() -> list[dict[str, Any]]:
+    return json.loads(FIRST_CONTACT.read_text(encoding="utf-8")) if FIRST_CONTACT.exists() else []
+
+
+def print_first_contact() -> None:
+    rows = read_first_contact()
+    print("   first contact (each batch scored once, before any change made after reading it):")
+    print(f"   {'batch':>5} {'date':<10} {'commit':<9} {'n':>4} {'top-1':>7} {'top-3':>7} {'desc-only top-3':>15} "
+          f"{'zh top-3':>8} {'loop p>=.9':>10} {'1st bears':>9}")
+    for r in rows:
+        print(f"   {r['batch']:>5} {r['date']:<10} {r['commit']:<9} {r['n']:>4} {_pct(r['top1']):>7} "
+              f"{_pct(r['top3']):>7} {_pct(r['description_only_top3']):>15} {_pct(r['chinese_top3']):>8} "
+              f"{_pct(r.get('loop_confident')):>10} {_pct(r.get('first_bears')):>9}")
+    if not rows:
+        print("   (no batch recorded yet)")
+
+
+def record_first_contact(batch: int, rows: list[Outcome]) -> dict[str, Any]:
+    """Append the batch's first-contact row; a batch already recorded is never rewritten."""
+    recorded = read_first_contact()
+    if any(r["batch"] == batch for r in recorded):
+        raise SystemExit(f"batch {batch} already has its first-contact row; it is never rewritten")
+    if not rows:
+        raise SystemExit(f"batch {batch} has no cases under {CORPUS_DIR}")
+    commit = subprocess.run(["git", "rev-parse", "--short=8", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True, check=False).stdout.strip() or "unknown"
+    row = {"batch": batch, "date": dt.date.today().isoformat(), "commit": commit, **summary(rows)}
+    FIRST_CONTACT.write_text(json.dumps([*recorded, row], indent=1) + "\n", encoding="utf-8")
+    return row
+
+
+def main() -> None:
+    from kb.loader import get_kb
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--verbose", action="store_true", help="print every miss with what the engine ranked")
+    parser.add_argument("--batch", type=int, help="only this batch")
+    parser.add_argument("--record-first-contact", type=int, metavar="N",
+                        help="score batch N and record it as its first contact (once, never rewritten)")
+    parser.add_argument("--devset", type=Path, default=DEVSET_DIR)
+    parser.add_argument("--no-loop", action="store_true", help="skip the closed-loop run")
+    args = parser.parse_args()
+    kb = get_kb()
+    if args.record_first_contact is not None:
+        rows = evaluate(load_cases(CORPUS_DIR, args.record_first_contact), kb)
+        print(json.dumps(record_first_contact(args.record_first_contact, rows), indent=1))
+        return
+    started = time.perf_counter()
+    rows = evaluate(load_cases(CORPUS_DIR, args.batch), kb, loop=not args.no_loop)
+    if args.verbose:
+        for r in rows:
+            if not r.top1:
+                print(f"   {'MISS3' if not r.top3 else 'miss1'} {r.case.id}: want {r.case.label}; "
+                      f"got {r.ranked[:3]} p={r.top_probability:.2f}")
+    print_accuracy("corpus", rows)
+    for batch in sorted({r.case.batch for r in rows if r.case.batch is not None}):
+        part = [r for r in rows if r.case.batch == batch]
+        s = summary(part)
+        print(f"   batch {batch}: n {s['n']}, top-1 {_pct(s['top1'])}, top-3 {_pct(s['top3'])}, "
+              f"description-only top-3 {_pct(s['description_only_top3'])}, Chinese top-3 {_pct(s['chinese_top3'])}")
+    print_calibration(rows)
+    print_loop(rows)
+    print_first_contact()
+    devset = evaluate(load_cases(args.devset), kb, loop=not args.no_loop)
+    if devset:
+        print_accuracy("devset", devset)
+        print_calibration(devset)
+        print_loop(devset)
+    print(f"   ({1000 * (time.perf_counter() - started) / max(1, len(rows) + len(devset)):.1f} ms per case)")
+
+
+if __name__ == "__main__":
+    main()
