@@ -557,6 +557,8 @@ class IncidentSchema(_Open):
     occurred_at = fields.String()
     created_at = fields.String()
     updated_at = fields.String()
+    version = fields.Integer(metadata={"description": "1 when recorded, +1 with every change; the ETag is "
+                                                      "\"<version>\""})
     author = fields.String()
     job = fields.Dict()
     diagnosis_id = fields.String(allow_none=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import click
 
-from api.redact import redact_text
+from kb.redact import redact_text
 
 GRACEFUL_TIMEOUT_S = 20
 WORKER_TIMEOUT_S = 120

@@ -219,11 +219,11 @@ def test_unknown_ids_get_an_html_404(client, url):
 def test_editing_an_incident_saves_and_redirects(client, app):
     page = client.get("/incidents/INC-SEED-01").get_data(as_text=True)
     token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
-    updated_at = re.search(r'name="updated_at" value="([^"]+)"', page).group(1)
+    version = re.search(r'name="version" value="([^"]+)"', page).group(1)
     incident = app.extensions["dsdoctor"]["services"].incidents().get("INC-SEED-01")
     form = {k: incident[k] for k in ("title", "phenomenon", "scope", "root_cause", "root_cause_detail", "fix",
                                      "regression", "prevention", "severity", "status")}
-    form.update(csrf_token=token, updated_at=updated_at, tags="oom, slurm", fix="killed the stale vLLM server")
+    form.update(csrf_token=token, version=version, tags="oom, slurm", fix="killed the stale vLLM server")
     response = client.post("/incidents/INC-SEED-01/edit", data=form)
     assert response.status_code == 303 and response.headers["Location"] == "/incidents/INC-SEED-01"
     html = client.get("/incidents/INC-SEED-01").get_data(as_text=True)
@@ -237,6 +237,48 @@ def test_editing_an_incident_saves_and_redirects(client, app):
     assert app.extensions["dsdoctor"]["services"].incidents().get("INC-SEED-01")["fix"] == "killed the stale vLLM server"
 
 
+def _edit_form(client, app, incident_id: str, **changes) -> dict[str, str]:
+    page = client.get(f"/incidents/{incident_id}").get_data(as_text=True)
+    incident = app.extensions["dsdoctor"]["services"].incidents().get(incident_id)
+    form = {k: incident[k] for k in ("title", "phenomenon", "scope", "root_cause", "root_cause_detail", "fix",
+                                     "regression", "prevention", "severity", "status")}
+    form.update(csrf_token=re.search(r'name="csrf_token" value="([^"]+)"', page).group(1),
+                version=re.search(r'name="version" value="([^"]+)"', page).group(1), tags="", **changes)
+    return form
+
+
+def test_issue14_a_stale_form_saved_in_the_same_second_is_refused(client, app):
+    """Two forms opened on one version: the second save is a 409 even within the same second."""
+    first = _edit_form(client, app, "INC-SEED-03", fix="first edit")
+    second = dict(first, fix="second edit")
+    assert client.post("/incidents/INC-SEED-03/edit", data=first).status_code == 303
+    assert client.post("/incidents/INC-SEED-03/edit", data=second).status_code == 409
+    assert app.extensions["dsdoctor"]["services"].incidents().get("INC-SEED-03")["fix"] == "first edit"
+
+
+def test_issue14_saves_released_together_exactly_one_wins(app):
+    """Eight saves of one version released at once from threads: one 303, seven 409."""
+    import threading
+
+    clients = [app.test_client() for _ in range(8)]
+    forms = [_edit_form(c, app, "INC-SEED-04", fix=f"edit {i}") for i, c in enumerate(clients)]
+    barrier = threading.Barrier(len(clients))
+    codes: list[int] = []
+
+    def save(c, form):
+        barrier.wait()
+        codes.append(c.post("/incidents/INC-SEED-04/edit", data=form).status_code)
+
+    threads = [threading.Thread(target=save, args=pair) for pair in zip(clients, forms, strict=True)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(codes) == [303] + [409] * 7
+    stored = app.extensions["dsdoctor"]["services"].incidents().get("INC-SEED-04")
+    assert stored["version"] == int(forms[0]["version"]) + 1
+
+
 @pytest.mark.parametrize(("change", "field", "message"), [
     ({"title": ""}, "title", "must not be empty"),
     ({"root_cause": "memory.nope"}, "root_cause", "unknown root cause"),
@@ -245,8 +287,8 @@ def test_editing_an_incident_saves_and_redirects(client, app):
 def test_editing_with_invalid_values_shows_the_errors(client, app, change, field, message):
     page = client.get("/incidents/INC-SEED-02").get_data(as_text=True)
     token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
-    updated_at = re.search(r'name="updated_at" value="([^"]+)"', page).group(1)
-    form = {"csrf_token": token, "updated_at": updated_at, "title": "t", "phenomenon": "x",
+    version = re.search(r'name="version" value="([^"]+)"', page).group(1)
+    form = {"csrf_token": token, "version": version, "title": "t", "phenomenon": "x",
             "root_cause": "memory.fragmentation", "severity": "high", "status": "open", "tags": "", **change}
     response = client.post("/incidents/INC-SEED-02/edit", data=form)
     html = response.get_data(as_text=True)
