@@ -24,6 +24,7 @@ from flask_smorest.utils import prepare_response
 from werkzeug.exceptions import HTTPException
 
 from kb.errors import DsdoctorError, KnowledgeError
+from kb.redact import redact_text
 
 PROBLEM_JSON = "application/problem+json"
 VALIDATION_TYPE = "urn:dsdoctor:problem:validation"
@@ -132,10 +133,13 @@ def _as_problem(exc: BaseException) -> ApiError:
 def problem_response(exc: BaseException):
     """The one error handler: any exception -> an RFC 9457 ``application/problem+json`` response."""
     problem = _as_problem(exc)
+    # messages never quote submitted values on purpose; ids a client sent (an unknown cause, a path)
+    # still could hold a secret, so the text of every problem passes the redactor too
     body: dict[str, Any] = {"type": problem.type, "title": problem.title, "status": problem.status,
-                            "detail": problem.detail, "instance": request.path}
+                            "detail": redact_text(problem.detail), "instance": redact_text(request.path)}
     if problem.errors is not None:
-        body["errors"] = problem.errors
+        body["errors"] = [{**e, "field": redact_text(str(e.get("field", ""))),
+                           "message": redact_text(str(e.get("message", "")))} for e in problem.errors]
     body.update(problem.extra)
     response = current_app.response_class(json.dumps(body), status=problem.status, mimetype=PROBLEM_JSON)
     for key, value in problem.headers.items():

@@ -110,7 +110,7 @@ def _number(text: str, field: str, kind: type) -> Any:
     try:
         return kind(text.strip())
     except ValueError:
-        raise validation_error([field_error(f"metrics.{field}", f"must be a whole number, got {text!r}", "form")]) \
+        raise validation_error([field_error(f"metrics.{field}", "must be a whole number", "form")]) \
             from None
 
 

@@ -123,15 +123,16 @@ def redact_text(text: str, found: Redactions | None = None) -> str:
         text = _redact_pem(text, found)
     data = text.encode("utf-8", "surrogatepass")
     pieces: list[bytes] = []
-    pos = 0
-    for match in _PATTERN.finditer(data):
+    pos = scan = 0
+    while (match := _PATTERN.search(data, scan)) is not None:
         replaced = _replacement(match, data, found)
-        if replaced is None:
+        if replaced is None:  # not a secret after all: look again one byte on, it may hide one
+            scan = match.start() + 1
             continue
         start, end, mark = replaced
         pieces.append(data[pos:start])
         pieces.append(mark)
-        pos = end
+        pos = scan = max(end, match.start() + 1)
     if not pieces:
         return text
     pieces.append(data[pos:])

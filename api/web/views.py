@@ -28,6 +28,7 @@ from api.web.backend import FormProblem
 from api.web.highlight import safe_highlight
 from api.web.i18n import HTML_LANG, LANG_NAMES, PHASE_NAMES, SCOPE_NAMES, pick_lang, translate
 from kb.errors import DsdoctorError, KnowledgeError
+from kb.redact import redact_text
 
 log = logging.getLogger("dsdoctor.web")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -140,6 +141,7 @@ def percent(p: Any) -> str:
 def error_page(status: int, message: str, *, title: str | None = None, reference: str | None = None):
     """An HTML error page with ``status`` (never a traceback)."""
     key = f"error_{status}"
+    message = redact_text(message)  # an id or path a client sent may hold a secret
     heading = title or (t(key) if key in KNOWN_ERRORS else t("error_title"))
     body = render_template("error.html", status=status, heading=heading, message=message, reference=reference)
     return current_app.response_class(body, status=status, mimetype="text/html")
