@@ -172,6 +172,7 @@ def run_server(host: str, port: int, workers: int, insecure: bool) -> None:
         def load(self):
             from api.app import create_app
 
-            return create_app({"DSDOCTOR_HOME": str(home), "DSDOCTOR_OPEN_WITHOUT_TOKENS": open_without_tokens})
+            return create_app({"DSDOCTOR_HOME": str(home), "DSDOCTOR_OPEN_WITHOUT_TOKENS": open_without_tokens,
+                               "DSDOCTOR_BIND_HOST": host})
 
     _Server().run()

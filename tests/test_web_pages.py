@@ -564,3 +564,62 @@ def test_register_web_is_idempotent(app):
 def test_api_errors_stay_problem_json(client):
     response = client.get("/v1/incidents/NO-SUCH-1")
     assert response.status_code == 404 and response.mimetype == "application/problem+json"
+
+
+def test_issue14_a_copied_session_cookie_stops_working_after_logout(home, real_kb):
+    secret, _ = TokenStore(home).create("someone", "admin")
+    app = make_app(home, real_kb)
+    browser, thief = app.test_client(), app.test_client()
+    browser.post("/login", data={"csrf_token": csrf_of(browser, "/login"), "token": secret})
+    thief.set_cookie("dsdoctor_session", browser.get_cookie("dsdoctor_session").value)
+    assert thief.get("/incidents/INC-SEED-01").status_code == 200
+    assert browser.post("/logout", data={"csrf_token": csrf_of(browser)}).status_code == 303
+    assert thief.get("/incidents/INC-SEED-01").status_code == 302  # back to /login
+    app.extensions["dsdoctor"]["services"].close()
+
+
+def test_issue14_an_expired_token_signs_the_browser_out(home, real_kb):
+    import datetime as dt
+    import sqlite3
+
+    tokens = TokenStore(home)
+    secret, _ = tokens.create("short", "admin", expires_in=dt.timedelta(hours=1))
+    app = make_app(home, real_kb)
+    client = app.test_client()
+    client.post("/login", data={"csrf_token": csrf_of(client, "/login"), "token": secret})
+    assert client.get("/").status_code == 200
+    with sqlite3.connect(tokens.path) as conn:
+        conn.execute("UPDATE tokens SET expires_at = '2000-01-01T00:00:00Z'")
+    conn.close()
+    assert client.get("/").status_code == 302
+    app.extensions["dsdoctor"]["services"].close()
+
+
+@pytest.mark.parametrize("target", ["/\r\nSet-Cookie: x=1", "/\rLocation: https://evil.example", "/a\nb"])
+def test_issue14_login_next_with_cr_lf_is_no_500(home, real_kb, target):
+    from urllib.parse import quote
+
+    secret, _ = TokenStore(home).create("someone", "admin")
+    client = make_app(home, real_kb).test_client()
+    assert client.get("/login?next=" + quote(target, safe="/%")).status_code == 200
+    response = client.post("/login", data={"csrf_token": csrf_of(client, "/login"), "token": secret, "next": target})
+    assert response.status_code == 303 and response.headers["Location"] == "/"
+
+
+def test_issue14_open_mode_refuses_cross_site_writes_and_foreign_hosts(client):
+    evil = {"Origin": "https://evil.example"}
+    assert client.post("/v1/diagnoses", data={"description": "x"}, headers=evil).status_code == 403
+    response = client.post("/v1/diagnoses/d1/incident", headers={"Sec-Fetch-Site": "cross-site"})
+    assert response.status_code == 403 and response.mimetype == "application/problem+json"
+    assert client.get("/v1/kb/causes", headers={"Host": "evil.example:8000"}).status_code == 403  # DNS rebinding
+    assert client.get("/healthz", headers={"Host": "127.0.0.1:8000"}).status_code == 200
+    same_site = {"Origin": "http://localhost:8000", "Sec-Fetch-Site": "same-origin"}
+    assert client.post("/v1/chatops/query", json={"text": "help"}, headers=same_site).status_code == 200
+    assert client.post("/v1/chatops/query", json={"text": "help"}).status_code == 200  # curl sends neither
+
+
+def test_issue14_docs_cannot_be_framed(client):
+    for url in ("/docs", "/docs/assets/init.js"):
+        response = client.get(url)
+        assert response.headers["X-Frame-Options"] == "DENY"
+        assert "frame-ancestors 'none'" in response.headers["Content-Security-Policy"]
