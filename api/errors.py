@@ -104,7 +104,13 @@ def _http_problem(error: HTTPException) -> ApiError:
     elif status == 413:
         from api.limits import too_large
 
-        return too_large(int(current_app.config.get("MAX_CONTENT_LENGTH") or 0))
+        limit = int(current_app.config.get("MAX_CONTENT_LENGTH") or 0)
+        if request.mimetype == "multipart/form-data" and request.content_length is not None \
+                and request.content_length <= limit:  # within the size: werkzeug counted too many parts
+            parts = current_app.config.get("MAX_FORM_PARTS")
+            return ApiError(413, f"the multipart body has more than {parts} parts (files and fields); send fewer "
+                            "files, e.g. concatenate the logs of one node into one file", title="Content Too Large")
+        return too_large(limit)
     return ApiError(status, detail, title=error.name, headers=headers)
 
 

@@ -124,8 +124,20 @@ def _metric_value(text: str) -> Any:
         return text  # the schema reports it with the allowed forms
 
 
+def _check_multipart() -> None:
+    """400 for a multipart body werkzeug could not split: it reads one as empty rather than saying so."""
+    boundary = request.mimetype_params.get("boundary", "")
+    if not boundary:
+        raise ApiError(400, "multipart/form-data needs a boundary: Content-Type: multipart/form-data; "
+                       "boundary=<text that separates the parts> (curl -F sets it)", title="Malformed multipart body")
+    if not request.form and not request.files and (request.content_length or 0) > 0:
+        raise ApiError(400, "the multipart body could not be read: no part starts with the boundary named in "
+                       "Content-Type, or the body ends before its closing boundary", title="Malformed multipart body")
+
+
 def evidence_from_form() -> dict[str, Any]:
     """Build an evidence document from a multipart/form-data request."""
+    _check_multipart()
     unknown = sorted((set(request.form) | set(request.files)) - set(FORM_FIELDS))
     if unknown:
         raise validation_error([field_error(k, f"unknown form field; allowed: {', '.join(FORM_FIELDS)}", "form")
