@@ -1,4 +1,4 @@
-"""Secrets are removed from evidence before it is stored or echoed (api/redact.py)."""
+"""Secrets are removed from evidence before it is stored or echoed (kb/redact.py, patterns in kb/redaction.yaml)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,6 @@ from api import diagnosis_service
 from api.schemas import EvidenceSchema, explain_errors
 from api.services import services
 from api.store import StoredDiagnosis
-from kb.redact import Redactions
 
 _EVIDENCE = EvidenceSchema()
 
@@ -61,11 +60,6 @@ def _flat(messages: Any, prefix: str = "") -> dict[str, str]:
     else:
         out[prefix or "evidence"] = str(messages)
     return out
-
-
-def redact(value: dict[str, Any]) -> tuple[dict[str, Any], Redactions]:
-    """``value`` without secrets, and what was removed (counted in the metrics)."""
-    return diagnosis_service.redact(value)
 
 
 def create_diagnosis(evidence: dict[str, Any], *, lang: str, top: int = 5) -> dict[str, Any]:
