@@ -42,7 +42,12 @@ def parse(text: str, what: str, location: str = "body") -> Any:
     """JSON text -> value; 400 when it is not JSON (line and column named) or nested too deeply, 422 naming
     the field of a lone surrogate, a huge integer or a misplaced NaN / Infinity."""
     try:
-        value = json.loads(text, parse_constant=_CONSTANTS.__getitem__, parse_int=_int)
+        try:
+            value = json.loads(text, parse_constant=_CONSTANTS.__getitem__)
+        except json.JSONDecodeError:
+            raise
+        except ValueError:  # an integer beyond int()'s digit limit; parse again to find where (rare)
+            value = json.loads(text, parse_constant=_CONSTANTS.__getitem__, parse_int=_int)
     except json.JSONDecodeError as exc:
         raise ApiError(400, f"{what} is not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}",
                        title="Malformed JSON") from None
