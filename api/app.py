@@ -19,6 +19,7 @@ from api import metrics
 from api.auth import Authenticator, check_request
 from api.errors import DsdoctorApi, problem_response, register_error_handlers
 from api.limits import close_request_files, decode_content_encoding, max_body_bytes
+from api.origin import check_open_mode_origin
 from api.schemas import MetricValue, openapi_field_properties
 from api.services import Services
 from api.settings import home as default_home
@@ -45,7 +46,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     (bytes), ``DSDOCTOR_OPEN_WITHOUT_TOKENS`` (default True: no tokens = open API),
     ``DSDOCTOR_KB`` (a KnowledgeBase to use instead of the built-in one), ``DSDOCTOR_DIAGNOSE``
     (a replacement for kb.diagnosis.diagnose), ``DSDOCTOR_SEED_INCIDENTS`` (default True),
-    ``DSDOCTOR_PRELOAD`` (default True: load the knowledge base now).
+    ``DSDOCTOR_PRELOAD`` (default True: load the knowledge base now), ``DSDOCTOR_BIND_HOST`` (the
+    address `dsdoctor serve` binds; open mode also serves that host name, see :mod:`api.origin`).
     """
     app = Flask(__name__)
     limit = max_body_bytes()
@@ -85,6 +87,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
     register_error_handlers(app)
     metrics.install(app)  # first, so that requests refused by the hooks below are counted too
+    app.before_request(check_open_mode_origin)
     app.before_request(check_request)
     app.before_request(decode_content_encoding)
     app.teardown_request(close_request_files)

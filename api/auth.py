@@ -19,7 +19,7 @@ from flask import current_app, g, request
 from flask_smorest import Blueprint
 
 from api.errors import ApiError
-from api.tokens import TokenInfo, TokenStore, hash_token
+from api.tokens import TokenInfo, TokenStore, hash_token, is_expired
 
 F = TypeVar("F", bound=Callable[..., Any])
 REALM = 'Bearer realm="dsdoctor"'
@@ -44,9 +44,9 @@ class Authenticator:
         self.store = store
         self.open_without_tokens = open_without_tokens
         self._stamp: tuple[int, int] | None = None
-        self._rows: list[tuple[str, str, str, str, str]] = []
+        self._rows: list[tuple[str, str, str, str, str, str | None]] = []
 
-    def _current_rows(self) -> list[tuple[str, str, str, str, str]]:
+    def _current_rows(self) -> list[tuple[str, str, str, str, str, str | None]]:
         try:
             st = os.stat(self.store.path)
             stamp = (st.st_mtime_ns, st.st_size)
@@ -63,12 +63,15 @@ class Authenticator:
         return self.open_without_tokens and not self._current_rows()
 
     def identify(self, token: str) -> TokenInfo | None:
-        """The info of a valid token, comparing against every stored hash in constant time."""
-        wanted = hash_token(token)
+        """The info of a valid (known, unexpired) token, comparing against every stored hash in constant time."""
+        return self.identify_hash(hash_token(token))
+
+    def identify_hash(self, wanted: str) -> TokenInfo | None:
+        """:meth:`identify` for a token's SHA-256 (what a web session keeps)."""
         found: TokenInfo | None = None
-        for name, stored, scopes, created, prefix in self._current_rows():
-            if hmac.compare_digest(stored, wanted):
-                found = TokenInfo(name, tuple(scopes.split(",")), created, prefix)
+        for name, stored, scopes, created, prefix, expires in self._current_rows():
+            if hmac.compare_digest(stored, wanted) and not is_expired(expires):
+                found = TokenInfo(name, tuple(scopes.split(",")), created, prefix, expires)
         return found
 
     def authorize(self, scope: str) -> TokenInfo:
@@ -86,7 +89,7 @@ class Authenticator:
                            headers={"WWW-Authenticate": f'{REALM}, error="invalid_request"'})
         info = self.identify(token.strip())
         if info is None:
-            raise ApiError(401, "the bearer token is not valid (unknown or revoked)",
+            raise ApiError(401, "the bearer token is not valid (unknown, expired or revoked)",
                            headers={"WWW-Authenticate": f'{REALM}, error="invalid_token"'})
         if not info.allows(scope):
             raise ApiError(403, f"token {info.name!r} has scopes {', '.join(info.scopes)}; this endpoint needs "

@@ -3,6 +3,12 @@
 The command logic is independent of the transport: ``handle(text, ctx)`` returns a
 :class:`ChatAnswer` with Markdown for generic bots, Slack mrkdwn blocks, and the structured
 result. Answers follow the language of the question (any CJK character -> Chinese).
+
+Untrusted text (incident records, pasted logs, ids and queries the user typed) goes into an
+answer only through :func:`u` (running text) or :func:`uc` (inside a code span). They mark it;
+rendering escapes it for each output: ``&``, ``<``, ``>`` for Slack (so ``<!channel>`` or a
+masked link ``<https://evil|click>`` in a log line is shown, not obeyed) and HTML entities plus
+escaped link brackets for Markdown (no ``<img onerror>``, no ``[x](javascript:...)``).
 """
 
 from __future__ import annotations
@@ -65,14 +71,69 @@ class ChatContext:
     base_url: str = ""
 
 
+_TEXT = ("\ue000", "\ue001")  # private-use marks around untrusted running text
+_CODE = ("\ue002", "\ue003")  # ... and around untrusted text inside a code span
+_MARKED = re.compile("([\ue000\ue002])([^\ue000-\ue003]*)[\ue001\ue003]")
+
+
+def _mark(text: Any, marks: tuple[str, str]) -> str:
+    return marks[0] + re.sub("[\ue000-\ue003]", "", str(text)) + marks[1]
+
+
+def u(text: Any) -> str:
+    """Untrusted running text, escaped when the answer is rendered."""
+    return _mark(text, _TEXT)
+
+
+def uc(text: Any) -> str:
+    """Untrusted text inside a code span (backticks removed so it cannot close the span)."""
+    return _mark(str(text).replace("`", "'"), _CODE)
+
+
+def _slack_escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _markdown_escape(text: str, code: bool) -> str:
+    text = _slack_escape(text)
+    if code:
+        return text
+    return text.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+
+
+def render_markdown(template: str) -> str:
+    """An answer template as Markdown: untrusted parts HTML-escaped, their link brackets escaped."""
+    return _MARKED.sub(lambda m: _markdown_escape(m.group(2), m.group(1) == _CODE[0]), template)
+
+
+def render_mrkdwn(template: str) -> str:
+    """An answer template as Slack mrkdwn: **bold** -> *bold* on our own text only, untrusted parts escaped."""
+    kept: list[str] = []
+
+    def stash(match: re.Match[str]) -> str:
+        kept.append(match.group(2))
+        return f"\ue004{len(kept) - 1}\ue005"
+
+    text = re.sub(r"\*\*(.+?)\*\*", r"*\1*", _MARKED.sub(stash, template))
+    return re.sub("\ue004(\\d+)\ue005", lambda m: _slack_escape(kept[int(m.group(1))]), text)
+
+
 @dataclass
 class ChatAnswer:
+    """One answer: ``markdown`` and ``mrkdwn`` are templates with untrusted parts marked until
+    ``__post_init__`` renders them (so ``markdown`` is ready to send, ``mrkdwn`` too)."""
+
     markdown: str
     data: dict[str, Any] = field(default_factory=dict)
     mrkdwn: list[str] = field(default_factory=list)  # Slack sections, each within the block limit
 
+    def __post_init__(self) -> None:
+        self._slack_default = render_mrkdwn(self.markdown)
+        self.markdown = render_markdown(self.markdown)
+        self.mrkdwn = [render_mrkdwn(s)[:SLACK_SECTION_LIMIT] for s in self.mrkdwn]
+
     def slack(self, response_type: str = "in_channel") -> dict[str, Any]:
-        sections = self.mrkdwn or [_to_mrkdwn(self.markdown)]
+        sections = self.mrkdwn or [self._slack_default]
         blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": s[:SLACK_SECTION_LIMIT]}}
                   for s in sections[:49]]
         return {"response_type": response_type, "text": sections[0][:SLACK_SECTION_LIMIT], "blocks": blocks}
@@ -90,9 +151,8 @@ def handle(text: str, ctx: ChatContext) -> ChatAnswer:
         return _help(lang, unknown=command if command and command != "help" else None)
     try:
         return HANDLERS[command](rest.strip(), ctx, lang)
-    except DsdoctorError as exc:
-        msg = f"⚠️ {exc}"
-        return ChatAnswer(msg, {"error": str(exc)})
+    except DsdoctorError as exc:  # the message may quote what the user typed
+        return ChatAnswer(f"⚠️ {u(exc)}", {"error": str(exc)})
 
 
 # ---------------------------------------------------------------- commands
@@ -151,13 +211,13 @@ def _search(rest: str, ctx: ChatContext, lang: str) -> ChatAnswer:
         raise DsdoctorError("incident search is not available on this server")
     items = ctx.search_incidents(rest)[:5]
     if not items:
-        msg = f"No past incident matches “{rest}”." if lang == "en" else f"没有与“{rest}”匹配的历史事故。"
+        msg = f"No past incident matches “{u(rest)}”." if lang == "en" else f"没有与“{u(rest)}”匹配的历史事故。"
         return ChatAnswer(msg, {"items": []})
     lines = [f"**{len(items)} past incident(s)**" if lang == "en" else f"**找到 {len(items)} 起历史事故**"]
     for it in items:
-        lines.append(f"- `{it['id']}` {it['title']} — `{it.get('root_cause', '')}`")
+        lines.append(f"- `{uc(it['id'])}` {u(it['title'])} — `{uc(it.get('root_cause', ''))}`")
         if it.get("fix"):
-            lines.append(f"  - {'fix' if lang == 'en' else '修复'}: {_short(it['fix'], 300)}")
+            lines.append(f"  - {'fix' if lang == 'en' else '修复'}: {u(_short(it['fix'], 300))}")
     return ChatAnswer("\n".join(lines), {"items": items})
 
 
@@ -172,13 +232,17 @@ def _incident(rest: str, ctx: ChatContext, lang: str) -> ChatAnswer:
     labels = {"en": ("Phenomenon", "Scope", "Root cause", "Fix", "Regression", "Prevention"),
               "zh": ("现象", "影响范围", "根因", "修复", "回归验证", "预防")}[lang]
     keys = ("phenomenon", "scope", "root_cause", "fix", "regression", "prevention")
-    lines = [f"**{inc['title']}** (`{inc['id']}`)"]
+    lines = [f"**{u(inc['title'])}** (`{uc(inc['id'])}`)"]
     for label, key in zip(labels, keys, strict=True):
         value = inc.get(key)
-        if key == "root_cause" and inc.get("root_cause_detail"):
-            value = f"`{value}` — {inc['root_cause_detail']}"
-        if value:
-            lines.append(f"*{label}*: {_short(str(value), 600)}")
+        if not value:
+            continue
+        if key == "root_cause":
+            shown = f"`{uc(value)}`" + (f" — {u(_short(inc['root_cause_detail'], 600))}"
+                                        if inc.get("root_cause_detail") else "")
+        else:
+            shown = u(_short(str(value), 600))
+        lines.append(f"*{label}*: {shown}")
     return ChatAnswer("\n".join(lines), {"incident": inc})
 
 
@@ -244,13 +308,14 @@ HELP = {
 def _help(lang: str, unknown: str | None = None) -> ChatAnswer:
     head = ""
     if unknown:
-        head = (f"Unknown command `{unknown}`.\n" if lang == "en" else f"未知命令 `{unknown}`。\n")
+        head = (f"Unknown command `{uc(unknown)}`.\n" if lang == "en" else f"未知命令 `{uc(unknown)}`。\n")
     text = head + HELP[lang]
-    return ChatAnswer(text.replace("*dsdoctor*", "**dsdoctor**"), {"commands": list(COMMANDS)}, [head + HELP[lang]])
+    return ChatAnswer(text.replace("*dsdoctor*", "**dsdoctor**"), {"commands": list(COMMANDS)},
+                      [head + _slack_escape(HELP[lang])])  # its <placeholders> are text, not Slack links
 
 
 def _usage(usage: str, lang: str) -> ChatAnswer:
-    msg = f"Usage: `{usage}`" if lang == "en" else f"用法：`{usage}`"
+    msg = f"Usage: `{uc(usage)}`" if lang == "en" else f"用法：`{uc(usage)}`"
     return ChatAnswer(msg, {"usage": usage})
 
 
@@ -279,7 +344,7 @@ def _experiment_md(e: dict[str, Any], did: str, lang: str) -> str:
 
 def _diagnosis_answer(d: dict[str, Any], ctx: ChatContext, lang: str, note: str = "") -> ChatAnswer:
     parts = []
-    head = f"**{d['summary']['text']}**"
+    head = f"**{u(d['summary']['text'])}**"
     if note:
         head += f"\n_{note}_"
     parts.append(head)
@@ -287,7 +352,7 @@ def _diagnosis_answer(d: dict[str, Any], ctx: ChatContext, lang: str, note: str 
     if fe:
         where = f"rank {fe['rank']}" if fe.get("rank") is not None else (fe.get("source") or "")
         label = "First error" if lang == "en" else "第一个错误"
-        parts.append(f"*{label}* ({where}): `{_short(fe['line'], 300).replace('`', '')}`")
+        parts.append(f"*{label}* ({u(where)}): `{uc(_short(fe['line'], 300).replace('`', ''))}`")
     label = "Top causes" if lang == "en" else "最可能的根因"
     rows = [f"*{label}*"] + [f"{i}. `{c['id']}` {c['title']} — {c['probability']:.0%}"
                              for i, c in enumerate(d["causes"][:3], 1)]
@@ -298,9 +363,4 @@ def _diagnosis_answer(d: dict[str, Any], ctx: ChatContext, lang: str, note: str 
     parts.append(("Full diagnosis: " if lang == "en" else "完整诊断：") + link)
     markdown = "\n\n".join(parts)
     data = {"diagnosis": d}
-    return ChatAnswer(markdown, data, [_to_mrkdwn(p)[:SLACK_SECTION_LIMIT] for p in parts])
-
-
-def _to_mrkdwn(markdown: str) -> str:
-    """Markdown to Slack mrkdwn: **bold** -> *bold*; links and code stay."""
-    return re.sub(r"\*\*(.+?)\*\*", r"*\1*", markdown)
+    return ChatAnswer(markdown, data, parts)

@@ -27,13 +27,18 @@ def token() -> None:
 @click.option("--name", required=True, help="A name to recognise and revoke the token by, e.g. ci-pipeline.")
 @click.option("--scope", "scopes", required=True, multiple=True,
               help=f"Scope(s), comma-separated or repeated: {', '.join(SCOPES)}.")
-def create(name: str, scopes: tuple[str, ...]) -> None:
+@click.option("--expires", default=None, metavar="DURATION",
+              help="Refuse the token after this long: 90m, 12h, 30d, 2w (default: valid until revoked).")
+def create(name: str, scopes: tuple[str, ...], expires: str | None) -> None:
     """Create a token and print it once (on the last line); it cannot be shown again.
 
-    Example: dsdoctor token create --name ci-pipeline --scope diagnose,incidents:read
+    Example: dsdoctor token create --name ci-pipeline --scope diagnose,incidents:read --expires 30d
     """
-    secret, info = _store().create(name, scopes)
-    click.echo(f"created token {info.name!r} with scopes {','.join(info.scopes)}; "
+    from api.tokens import parse_duration
+
+    secret, info = _store().create(name, scopes, expires_in=parse_duration(expires) if expires else None)
+    until = f", valid until {info.expires_at}" if info.expires_at else ""
+    click.echo(f"created token {info.name!r} with scopes {','.join(info.scopes)}{until}; "
                "store it now, it is not shown again:", err=False)
     click.echo(secret)
 
@@ -47,7 +52,8 @@ def list_tokens() -> None:
         return
     width = max(len(t.name) for t in tokens)
     for t in tokens:
-        click.echo(f"{t.name:<{width}}  {','.join(t.scopes):<40}  {t.created_at}  {t.prefix}…")
+        until = f"  expires {t.expires_at}" if t.expires_at else ""
+        click.echo(f"{t.name:<{width}}  {','.join(t.scopes):<40}  {t.created_at}  {t.prefix}…{until}")
 
 
 @token.command("revoke")

@@ -8,9 +8,9 @@ from typing import Any
 
 from api import jsontext, metrics
 from api.errors import ApiError, field_error, validation_error
-from api.redact import Redactions, redact_value
 from api.services import services
 from api.store import StoredDiagnosis
+from kb.redact import Redactions, redact_value
 
 MAX_RETRIES = 5
 

@@ -24,6 +24,7 @@ from flask_smorest.utils import prepare_response
 from werkzeug.exceptions import HTTPException
 
 from kb.errors import DsdoctorError, KnowledgeError
+from kb.redact import redact_text
 
 PROBLEM_JSON = "application/problem+json"
 VALIDATION_TYPE = "urn:dsdoctor:problem:validation"
@@ -103,7 +104,13 @@ def _http_problem(error: HTTPException) -> ApiError:
     elif status == 413:
         from api.limits import too_large
 
-        return too_large(int(current_app.config.get("MAX_CONTENT_LENGTH") or 0))
+        limit = int(current_app.config.get("MAX_CONTENT_LENGTH") or 0)
+        if request.mimetype == "multipart/form-data" and request.content_length is not None \
+                and request.content_length <= limit:  # within the size: werkzeug counted too many parts
+            parts = current_app.config.get("MAX_FORM_PARTS")
+            return ApiError(413, f"the multipart body has more than {parts} parts (files and fields); send fewer "
+                            "files, e.g. concatenate the logs of one node into one file", title="Content Too Large")
+        return too_large(limit)
     return ApiError(status, detail, title=error.name, headers=headers)
 
 
@@ -132,10 +139,13 @@ def _as_problem(exc: BaseException) -> ApiError:
 def problem_response(exc: BaseException):
     """The one error handler: any exception -> an RFC 9457 ``application/problem+json`` response."""
     problem = _as_problem(exc)
+    # messages never quote submitted values on purpose; ids a client sent (an unknown cause, a path)
+    # still could hold a secret, so the text of every problem passes the redactor too
     body: dict[str, Any] = {"type": problem.type, "title": problem.title, "status": problem.status,
-                            "detail": problem.detail, "instance": request.path}
+                            "detail": redact_text(problem.detail), "instance": redact_text(request.path)}
     if problem.errors is not None:
-        body["errors"] = problem.errors
+        body["errors"] = [{**e, "field": redact_text(str(e.get("field", ""))),
+                           "message": redact_text(str(e.get("message", "")))} for e in problem.errors]
     body.update(problem.extra)
     response = current_app.response_class(json.dumps(body), status=problem.status, mimetype=PROBLEM_JSON)
     for key, value in problem.headers.items():

@@ -1,9 +1,12 @@
 """Request body limits: a size cap enforced while reading, and gzip bodies inflated in bounded steps.
 
-Werkzeug refuses a body whose Content-Length exceeds ``MAX_CONTENT_LENGTH`` before reading it,
-and stops a chunked body once it passes the limit. A ``Content-Encoding: gzip`` body is inflated
-here chunk by chunk, never producing more than the same limit (plus one chunk): a gzip bomb is
-refused with 413 after at most ``limit`` bytes of output, not inflated.
+Werkzeug refuses a body whose Content-Length exceeds ``MAX_CONTENT_LENGTH`` before reading it.
+A chunked body (no Content-Length) is read here into a spooled file, held to the limit: werkzeug's
+own guard refuses a read *at* the limit, so a body of exactly the limit got a 413 (it needs one
+more read to see the end). A ``Content-Encoding: gzip`` body is inflated here chunk by chunk,
+never producing more than the same limit (plus one chunk): a gzip bomb is refused with 413 after
+at most ``limit`` bytes of output, not inflated. Either way the view then reads a body of known
+length, so exactly ``limit`` bytes are accepted.
 """
 
 from __future__ import annotations
@@ -91,15 +94,41 @@ def inflate(source: IO[bytes], limit: int, what: str = "request body") -> IO[byt
     return out
 
 
+def _spool(source: IO[bytes], limit: int) -> IO[bytes]:
+    """A streamed body copied to a spooled file; 413 once it passes ``limit`` (exactly ``limit`` is fine)."""
+    out = tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY)  # noqa: SIM115 - handed to the caller
+    written = 0
+    try:
+        while chunk := source.read(min(CHUNK, limit - written + 1)):
+            written += len(chunk)
+            if written > limit:
+                raise too_large(limit)
+            out.write(chunk)
+    except BaseException:
+        out.close()
+        raise
+    out.seek(0)
+    return out
+
+
 def decode_content_encoding() -> None:
-    """before_request hook: replace a gzip body by its inflated bytes (other encodings are refused)."""
+    """before_request hook: a streamed body becomes one of known length (413 past the limit), a gzip body
+    its inflated bytes (other encodings are refused)."""
     encoding = request.headers.get("Content-Encoding", "").strip().lower()
-    if encoding in ("", "identity"):
-        return
-    if encoding not in ("gzip", "x-gzip"):
+    if encoding not in ("", "identity", "gzip", "x-gzip"):
         raise ApiError(415, f"Content-Encoding {encoding!r} is not supported; send the body plain or gzip-compressed "
                        "(Content-Encoding: gzip)", title="Unsupported Media Type")
     limit = int(current_app.config["MAX_CONTENT_LENGTH"])
+    environ = request.environ
+    streamed = "wsgi.input_terminated" in environ and not environ.get("CONTENT_LENGTH")
+    if streamed and request.method in ("POST", "PUT", "PATCH"):
+        # a gzip body may be a little larger than what it inflates to
+        spooled = _spool(environ["wsgi.input"], limit + (limit // 100 + 1024 if encoding else 0))
+        size = spooled.seek(0, os.SEEK_END)
+        spooled.seek(0)
+        _replace_body(request, spooled, size)
+    if encoding in ("", "identity"):
+        return
     inflated = inflate(request.stream, limit)
     size = inflated.seek(0, os.SEEK_END)
     inflated.seek(0)
@@ -112,7 +141,7 @@ def _replace_body(req: Request, body: IO[bytes], size: int) -> None:
     environ["CONTENT_LENGTH"] = str(size)
     environ.pop("HTTP_CONTENT_ENCODING", None)
     environ.pop("HTTP_TRANSFER_ENCODING", None)
-    environ["wsgi.input_terminated"] = False
+    environ.pop("wsgi.input_terminated", None)  # a known length now; werkzeug's max guard would refuse exactly the limit
     for cached in ("stream", "_cached_data"):  # read from the new body from now on
         req.__dict__.pop(cached, None)
     closers = req.__dict__.setdefault("_dsdoctor_closers", [])

@@ -22,12 +22,17 @@ MAX_LOGS = 10_000
 # ---------------------------------------------------------------- custom fields
 
 
+
+def _kind(value: Any) -> str:
+    """What a value is, for an error message (never the value: it may hold a secret)."""
+    return "text" if isinstance(value, str) else type(value).__name__
+
 class StrictBoolean(fields.Boolean):
     """true or false only (no "yes", 1 or "true" strings)."""
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> bool:
         if not isinstance(value, bool):
-            raise ValidationError(f"must be true or false, got {value!r}")
+            raise ValidationError(f"must be true or false, got {_kind(value)}")
         return value
 
 
@@ -38,12 +43,12 @@ class MetricValue(fields.Field):
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> float | str:
         if isinstance(value, bool):
-            raise ValidationError(f"must be a number or one of {', '.join(self.SPECIAL)}, got {value!r}")
+            raise ValidationError(f"must be a number or one of {', '.join(self.SPECIAL)}, got {_kind(value)}")
         if isinstance(value, int | float):
             return value
         if isinstance(value, str) and value.strip().lower() in self.SPECIAL:
             return value.strip().lower()
-        raise ValidationError(f"must be a number or one of \"nan\", \"inf\", \"-inf\", got {value!r}")
+        raise ValidationError(f"must be a number or one of \"nan\", \"inf\", \"-inf\", got {_kind(value)}")
 
 
 class Moment(fields.String):
@@ -57,8 +62,8 @@ class Moment(fields.String):
             else:
                 moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
         except ValueError:
-            raise ValidationError(f"must be an ISO date or datetime such as 2024-05-01 or 2024-05-01T13:45:00Z, "
-                                  f"got {text!r}") from None
+            raise ValidationError("must be an ISO date or datetime such as 2024-05-01 or 2024-05-01T13:45:00Z") \
+                from None
         if moment.tzinfo is not None:
             moment = moment.astimezone(dt.UTC).replace(tzinfo=None)
         return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -557,6 +562,8 @@ class IncidentSchema(_Open):
     occurred_at = fields.String()
     created_at = fields.String()
     updated_at = fields.String()
+    version = fields.Integer(metadata={"description": "1 when recorded, +1 with every change; the ETag is "
+                                                      "\"<version>\""})
     author = fields.String()
     job = fields.Dict()
     diagnosis_id = fields.String(allow_none=True)

@@ -1,8 +1,9 @@
 """Run the API under gunicorn (a production WSGI server) from `dsdoctor serve`.
 
-* N sync worker processes; each builds the app itself (``create_app`` in the worker), so the
-  knowledge base is loaded once per worker and nothing (SQLite handles, index readers) is
-  shared across a fork.
+* N worker processes of ``THREADS`` threads each (gthread, see :mod:`api.gworker`: a client that
+  never finishes its request cannot starve them); each process builds the app itself
+  (``create_app`` in the worker), so the knowledge base is loaded once per worker and nothing
+  (SQLite handles, index readers) is shared across a fork.
 * ``PROMETHEUS_MULTIPROC_DIR`` is set (and emptied) under ``DSDOCTOR_HOME`` before any worker
   imports prometheus_client; dead workers are marked so their gauges go away.
 * Access logs are JSON lines on stdout; SIGTERM stops gracefully (in-flight requests finish,
@@ -19,11 +20,13 @@ import json
 import os
 import shlex
 import socket
+import urllib.parse
 from pathlib import Path
 
 import click
 
-from api.redact import redact_text
+from api.gworker import THREADS
+from kb.redact import redact_text
 
 GRACEFUL_TIMEOUT_S = 20
 WORKER_TIMEOUT_S = 120
@@ -67,6 +70,19 @@ def prepare_metrics_dir(home: Path) -> Path:
     return directory
 
 
+def redacted_url_part(text: str, *, query: bool = False) -> str:
+    """A path or query string for the access log with its secrets removed, percent-encoded ones too
+    (``q=password%3Dhunter2``, ``Bearer%20...`` is what browsers and ``curl --data-urlencode`` send).
+
+    When a secret hides behind percent-encoding the decoded, redacted text is logged instead."""
+    plain = redact_text(text)
+    decoded = urllib.parse.unquote_plus(text) if query else urllib.parse.unquote(text)
+    if decoded == text:
+        return plain
+    clean = redact_text(decoded)
+    return plain if clean == decoded else clean
+
+
 def _json_access_logger():
     from gunicorn.glogging import Logger
 
@@ -81,8 +97,8 @@ def _json_access_logger():
                 "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
                 "remote": environ.get("REMOTE_ADDR", "-"),
                 "method": environ.get("REQUEST_METHOD"),
-                "path": environ.get("PATH_INFO"),
-                "query": redact_text(environ.get("QUERY_STRING", "")),
+                "path": redacted_url_part(environ.get("PATH_INFO") or ""),
+                "query": redacted_url_part(environ.get("QUERY_STRING") or "", query=True),
                 "status": int(status),
                 "bytes": getattr(resp, "sent", None),
                 "duration_ms": round(request_time.total_seconds() * 1000, 2),
@@ -142,7 +158,8 @@ def run_server(host: str, port: int, workers: int, insecure: bool) -> None:
         def load_config(self) -> None:
             self.cfg.set("bind", f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
             self.cfg.set("workers", workers)
-            self.cfg.set("worker_class", "sync")
+            self.cfg.set("worker_class", "api.gworker.Worker")
+            self.cfg.set("threads", THREADS)
             self.cfg.set("timeout", WORKER_TIMEOUT_S)
             self.cfg.set("graceful_timeout", GRACEFUL_TIMEOUT_S)
             self.cfg.set("control_socket_disable", True)  # gunicorn 27 opens ~/.gunicorn/ otherwise
@@ -155,6 +172,7 @@ def run_server(host: str, port: int, workers: int, insecure: bool) -> None:
         def load(self):
             from api.app import create_app
 
-            return create_app({"DSDOCTOR_HOME": str(home), "DSDOCTOR_OPEN_WITHOUT_TOKENS": open_without_tokens})
+            return create_app({"DSDOCTOR_HOME": str(home), "DSDOCTOR_OPEN_WITHOUT_TOKENS": open_without_tokens,
+                               "DSDOCTOR_BIND_HOST": host})
 
     _Server().run()

@@ -72,9 +72,11 @@ class Services:
             with self._lock:
                 if self._incidents is None:
                     try:
+                        from api.metrics import record_redactions
                         from kb.incidents.store import IncidentStore
 
-                        self._incidents = IncidentStore(self.home, valid_causes=self._valid_causes, seed=self._seed)
+                        self._incidents = IncidentStore(self.home, valid_causes=self._valid_causes, seed=self._seed,
+                                                        on_redacted=record_redactions)
                         self._incidents_error = None
                     except (ImportError, DsdoctorError, OSError) as exc:
                         self._incidents_error = f"{type(exc).__name__}: {exc}"

@@ -3,10 +3,12 @@
 A token is ``dsd_`` plus 32 random bytes (URL-safe base64): with that much entropy a plain
 SHA-256 is as good as a slow password hash. Verification compares the hash with every stored
 hash using :func:`hmac.compare_digest` (no early exit), so timing says nothing about a near miss.
+A token may carry an expiry (``--expires 30d``); after it the token is refused like a revoked one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import hmac
@@ -29,9 +31,12 @@ CREATE TABLE IF NOT EXISTS tokens (
     hash TEXT NOT NULL UNIQUE,
     prefix TEXT NOT NULL,
     scopes TEXT NOT NULL,
-    created_at TEXT NOT NULL
+    created_at TEXT NOT NULL,
+    expires_at TEXT
 )
 """
+_DURATION = re.compile(r"^(\d{1,6})([mhdw])$")
+_UNIT_S = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 @dataclass(frozen=True)
@@ -42,10 +47,28 @@ class TokenInfo:
     scopes: tuple[str, ...]
     created_at: str
     prefix: str
+    expires_at: str | None = None
 
     def allows(self, scope: str) -> bool:
         """True when the token carries ``scope`` (``admin`` carries every scope)."""
         return scope in self.scopes or "admin" in self.scopes
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_duration(text: str) -> dt.timedelta:
+    """``30d``, ``12h``, ``90m``, ``2w`` -> a timedelta; anything else is an error saying what to write."""
+    found = _DURATION.match((text or "").strip())
+    if not found or int(found.group(1)) == 0:
+        raise DsdoctorError(f"--expires {text!r}: write a number and a unit, e.g. 90m, 12h, 30d or 2w")
+    return dt.timedelta(seconds=int(found.group(1)) * _UNIT_S[found.group(2)])
+
+
+def is_expired(expires_at: str | None, now: str | None = None) -> bool:
+    """True once ``expires_at`` (a UTC timestamp; None: never) has passed (timestamps sort as text)."""
+    return bool(expires_at) and (now or _now()) >= str(expires_at)
 
 
 def hash_token(token: str) -> str:
@@ -75,20 +98,28 @@ class TokenStore:
         conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
         conn.execute("PRAGMA busy_timeout = 10000")
         conn.execute(_SCHEMA)
+        if "expires_at" not in {row[1] for row in conn.execute("PRAGMA table_info(tokens)")}:
+            with contextlib.suppress(sqlite3.OperationalError):  # another process added it meanwhile
+                conn.execute("ALTER TABLE tokens ADD COLUMN expires_at TEXT")  # a tokens.db from before expiries
         return conn
 
-    def create(self, name: str, scopes: str | list[str] | tuple[str, ...]) -> tuple[str, TokenInfo]:
-        """Make a new token; return it (shown once, never stored) and its info."""
+    def create(self, name: str, scopes: str | list[str] | tuple[str, ...], expires_in: dt.timedelta | None = None
+               ) -> tuple[str, TokenInfo]:
+        """Make a new token (valid for ``expires_in``, or until revoked); return it (shown once, never
+        stored) and its info."""
         if not NAME_PATTERN.match(name or ""):
             raise DsdoctorError(f"token name {name!r}: use 1-64 letters, digits, '.', '_' or '-', e.g. ci-pipeline")
         scope_list = parse_scopes(scopes)
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        info = TokenInfo(name=name, scopes=scope_list, prefix=token[:8],
-                         created_at=dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        now = dt.datetime.now(dt.UTC)
+        expires = (now + expires_in).strftime("%Y-%m-%dT%H:%M:%SZ") if expires_in else None
+        info = TokenInfo(name=name, scopes=scope_list, prefix=token[:8], created_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                         expires_at=expires)
         conn = self._connect()
         try:
-            conn.execute("INSERT INTO tokens (name, hash, prefix, scopes, created_at) VALUES (?, ?, ?, ?, ?)",
-                         (name, hash_token(token), info.prefix, ",".join(scope_list), info.created_at))
+            conn.execute("INSERT INTO tokens (name, hash, prefix, scopes, created_at, expires_at) "
+                         "VALUES (?, ?, ?, ?, ?, ?)",
+                         (name, hash_token(token), info.prefix, ",".join(scope_list), info.created_at, expires))
         except sqlite3.IntegrityError:
             raise DsdoctorError(f"a token named {name!r} exists; revoke it first (dsdoctor token revoke {name}) "
                                 "or pick another name") from None
@@ -102,8 +133,10 @@ class TokenStore:
             return []
         conn = self._connect()
         try:
-            rows = conn.execute("SELECT name, scopes, created_at, prefix FROM tokens ORDER BY created_at, name")
-            return [TokenInfo(name, tuple(scopes.split(",")), created, prefix) for name, scopes, created, prefix in rows]
+            rows = conn.execute("SELECT name, scopes, created_at, prefix, expires_at FROM tokens "
+                                "ORDER BY created_at, name")
+            return [TokenInfo(name, tuple(scopes.split(",")), created, prefix, expires)
+                    for name, scopes, created, prefix, expires in rows]
         finally:
             conn.close()
 
@@ -134,21 +167,22 @@ class TokenStore:
         wanted = hash_token(token)
         conn = self._connect()
         try:
-            rows = conn.execute("SELECT name, hash, scopes, created_at, prefix FROM tokens").fetchall()
+            rows = conn.execute("SELECT name, hash, scopes, created_at, prefix, expires_at FROM tokens").fetchall()
         finally:
             conn.close()
         match: TokenInfo | None = None
-        for name, stored, scopes, created, prefix in rows:
-            if hmac.compare_digest(stored, wanted):
-                match = TokenInfo(name, tuple(scopes.split(",")), created, prefix)
+        now = _now()
+        for name, stored, scopes, created, prefix, expires in rows:
+            if hmac.compare_digest(stored, wanted) and not is_expired(expires, now):
+                match = TokenInfo(name, tuple(scopes.split(",")), created, prefix, expires)
         return match
 
-    def snapshot(self) -> list[tuple[str, str, str, str, str]]:
-        """All rows (name, hash, scopes, created_at, prefix) for an in-process cache."""
+    def snapshot(self) -> list[tuple[str, str, str, str, str, str | None]]:
+        """All rows (name, hash, scopes, created_at, prefix, expires_at) for an in-process cache."""
         if not self.path.exists():
             return []
         conn = self._connect()
         try:
-            return conn.execute("SELECT name, hash, scopes, created_at, prefix FROM tokens").fetchall()
+            return conn.execute("SELECT name, hash, scopes, created_at, prefix, expires_at FROM tokens").fetchall()
         finally:
             conn.close()

@@ -9,19 +9,18 @@ to start from), ``description`` and ``observations`` (a JSON object) as text fie
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import PurePosixPath
 from typing import Any
 
 from flask import current_app, request
 from werkzeug.datastructures import FileStorage
 
+from api import strictjson
 from api.errors import ApiError, field_error, validation_error
 from api.limits import inflate, read_body
 
 FORM_FIELDS = ("logs", "config", "metrics", "environment", "evidence", "description", "observations")
-MAX_DEPTH = 64
-_JSON_CONSTANTS = {"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}
+MAX_DEPTH = strictjson.MAX_DEPTH
 
 
 def _decode(data: bytes) -> str:
@@ -29,31 +28,8 @@ def _decode(data: bytes) -> str:
 
 
 def parse_json_text(text: str, what: str) -> Any:
-    """JSON text -> value; a 400 problem naming line and column when it is not JSON."""
-    try:
-        value = json.loads(text, parse_constant=_JSON_CONSTANTS.__getitem__)
-    except json.JSONDecodeError as exc:
-        raise ApiError(400, f"{what} is not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}",
-                       title="Malformed JSON") from None
-    except RecursionError:
-        raise ApiError(400, f"{what} is nested too deeply (limit {MAX_DEPTH} levels)", title="Malformed JSON") from None
-    if _depth(value) > MAX_DEPTH:
-        raise ApiError(400, f"{what} is nested too deeply (limit {MAX_DEPTH} levels)", title="Malformed JSON")
-    return value
-
-
-def _depth(value: Any) -> int:
-    """Nesting depth of a JSON value, computed without recursion."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            deepest = max(deepest, depth)
-            if depth > MAX_DEPTH:
-                return depth
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
-    return deepest
+    """JSON text -> value (:func:`api.strictjson.parse`: 400 when malformed, 422 naming a bad field)."""
+    return strictjson.parse(text, what, "form" if is_multipart() else "body")
 
 
 def json_body(what: str = "the request body", *, allow_empty: bool = False) -> Any:
@@ -134,7 +110,7 @@ def _number(text: str, field: str, kind: type) -> Any:
     try:
         return kind(text.strip())
     except ValueError:
-        raise validation_error([field_error(f"metrics.{field}", f"must be a whole number, got {text!r}", "form")]) \
+        raise validation_error([field_error(f"metrics.{field}", "must be a whole number", "form")]) \
             from None
 
 
@@ -148,8 +124,20 @@ def _metric_value(text: str) -> Any:
         return text  # the schema reports it with the allowed forms
 
 
+def _check_multipart() -> None:
+    """400 for a multipart body werkzeug could not split: it reads one as empty rather than saying so."""
+    boundary = request.mimetype_params.get("boundary", "")
+    if not boundary:
+        raise ApiError(400, "multipart/form-data needs a boundary: Content-Type: multipart/form-data; "
+                       "boundary=<text that separates the parts> (curl -F sets it)", title="Malformed multipart body")
+    if not request.form and not request.files and (request.content_length or 0) > 0:
+        raise ApiError(400, "the multipart body could not be read: no part starts with the boundary named in "
+                       "Content-Type, or the body ends before its closing boundary", title="Malformed multipart body")
+
+
 def evidence_from_form() -> dict[str, Any]:
     """Build an evidence document from a multipart/form-data request."""
+    _check_multipart()
     unknown = sorted((set(request.form) | set(request.files)) - set(FORM_FIELDS))
     if unknown:
         raise validation_error([field_error(k, f"unknown form field; allowed: {', '.join(FORM_FIELDS)}", "form")

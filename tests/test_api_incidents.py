@@ -72,3 +72,40 @@ def test_similar(client) -> None:
     items = client.get(f"/v1/incidents/{first['id']}/similar?limit=2").get_json()["items"]
     assert items[0]["id"] == twin["id"] and 0 < items[0]["score"] <= 1
     assert_problem(client.get(f"/v1/incidents/{first['id']}/similar?limit=0"), 422, field="limit")
+
+
+def test_issue14_etag_and_if_match_refuse_a_lost_update(client) -> None:
+    created = _add(client)
+    incident = created.get_json()
+    assert incident["version"] == 1 and created.headers["ETag"] == '"1"'
+    url = f"/v1/incidents/{incident['id']}"
+    assert client.get(url).headers["ETag"] == '"1"'
+    first = client.patch(url, json={"fix": "swapped GPU 3"}, headers={"If-Match": '"1"'})
+    assert first.status_code == 200 and first.headers["ETag"] == '"2"' and first.get_json()["version"] == 2
+    stale = client.patch(url, json={"fix": "an older idea"}, headers={"If-Match": '"1"'})
+    assert_problem(stale, 412)
+    assert client.get(url).get_json()["fix"] == "swapped GPU 3"
+    assert client.patch(url, json={"scope": "rank 3"}, headers={"If-Match": "*"}).headers["ETag"] == '"3"'
+    assert_problem(client.patch(url, json={"scope": "x"}, headers={"If-Match": "yesterday"}), 400)
+    assert_problem(client.patch(url, json={"version": 7}), 422, field="version")
+
+
+def test_issue14_concurrent_patches_of_one_version_exactly_one_wins(api_app) -> None:
+    import threading
+
+    clients = [api_app.test_client() for _ in range(8)]
+    incident = _add(clients[0]).get_json()
+    barrier = threading.Barrier(len(clients))
+    codes: list[int] = []
+
+    def patch(n: int) -> None:
+        barrier.wait()
+        codes.append(clients[n].patch(f"/v1/incidents/{incident['id']}", json={"fix": f"fix {n}"},
+                                      headers={"If-Match": '"1"'}).status_code)
+
+    threads = [threading.Thread(target=patch, args=(n,)) for n in range(len(clients))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(codes) == [200] + [412] * 7

@@ -133,3 +133,52 @@ def test_gzipped_log_file_in_multipart_is_held_to_the_limit(small_app) -> None:
     response = client.post("/v1/diagnoses", content_type="multipart/form-data",
                            data={"logs": [(io.BytesIO(bomb), "rank9.log.gz")]})
     assert_problem(response, 413)
+
+
+def _exactly(size: int) -> bytes:
+    base = len(json.dumps({"description": "loss is nan "}))
+    body = json.dumps({"description": "loss is nan " + "x" * (size - base)}).encode()
+    assert len(body) == size
+    return body
+
+
+@pytest.mark.parametrize("size", [LIMIT - 1, LIMIT])
+def test_issue14_a_body_of_exactly_the_limit_is_accepted(small_app, size: int) -> None:
+    client = small_app.test_client()
+    body = _exactly(size)
+    json_type = {"Content-Type": "application/json"}
+    assert client.post("/v1/diagnoses", data=body, headers=json_type).status_code == 201
+    chunked = client.post("/v1/diagnoses", input_stream=io.BytesIO(body), headers=json_type,
+                          environ_overrides={"wsgi.input_terminated": True, "CONTENT_LENGTH": ""})
+    assert chunked.status_code == 201, chunked.get_data(as_text=True)
+    gzipped = client.post("/v1/diagnoses", data=gzip.compress(body), headers={**json_type, "Content-Encoding": "gzip"})
+    assert gzipped.status_code == 201
+
+
+def test_issue14_one_byte_over_the_limit_is_still_refused(small_app) -> None:
+    client = small_app.test_client()
+    body = _exactly(LIMIT + 1)
+    json_type = {"Content-Type": "application/json"}
+    assert_problem(client.post("/v1/diagnoses", data=body, headers=json_type), 413)
+    assert_problem(client.post("/v1/diagnoses", input_stream=io.BytesIO(body), headers=json_type,
+                               environ_overrides={"wsgi.input_terminated": True, "CONTENT_LENGTH": ""}), 413)
+    assert_problem(client.post("/v1/diagnoses", data=gzip.compress(body),
+                               headers={**json_type, "Content-Encoding": "gzip"}), 413)
+
+
+def test_issue14_too_many_multipart_parts_says_so(dsdoctor_home) -> None:
+    data = {"logs": [(io.BytesIO(b"x"), f"r{i}.log") for i in range(2100)]}  # ~300 KB, far below 32 MiB
+    problem = assert_problem(make_app(dsdoctor_home).test_client().post("/v1/diagnoses", data=data,
+                                                          content_type="multipart/form-data"), 413)
+    assert "more than 2000 parts" in problem["detail"] and "MiB" not in problem["detail"]
+
+
+@pytest.mark.parametrize(("content_type", "says"), [
+    ("multipart/form-data; boundary=xyz", "no part starts with the boundary"),
+    ("multipart/form-data", "needs a boundary"),
+])
+def test_issue14_a_bad_multipart_boundary_is_a_400(small_app, content_type: str, says: str) -> None:
+    body = b'--abc\r\nContent-Disposition: form-data; name="description"\r\n\r\nloss is nan\r\n--abc--\r\n'
+    problem = assert_problem(small_app.test_client().post("/v1/diagnoses", data=body,
+                                                          headers={"Content-Type": content_type}), 400)
+    assert says in problem["detail"]

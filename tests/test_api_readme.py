@@ -32,7 +32,7 @@ def endpoint_strings() -> list[str]:
 ENDPOINTS = endpoint_strings()
 SETTINGS = ["DSDOCTOR_HOME", "DSDOCTOR_MAX_BODY_MB", "DSDOCTOR_KB_PATH", "PROMETHEUS_MULTIPROC_DIR",
             "dsdoctor serve", "--host", "--port", "--workers", "--insecure",
-            "dsdoctor token create", "dsdoctor token list", "dsdoctor token revoke",
+            "dsdoctor token create", "dsdoctor token list", "dsdoctor token revoke", "--expires",
             "diagnose", "incidents:read", "incidents:write", "admin",
             "dsdoctor_http_requests_total", "dsdoctor_http_request_duration_seconds", "dsdoctor_diagnoses_total",
             "dsdoctor_log_bytes_processed_total", "dsdoctor_secrets_redacted_total", "dsdoctor_search_index_lag",

@@ -1,4 +1,4 @@
-"""Secrets are removed from evidence before it is stored or echoed (api/redact.py)."""
+"""Secrets are removed from evidence before it is stored or echoed (kb/redact.py, patterns in kb/redaction.yaml)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from api.redact import Redactions, is_secret_key, redact_text, redact_value
+from kb.redact import Redactions, is_secret_key, redact_text, redact_value
 
 HF = "hf_" + "aB3" * 12
 GHP = "ghp_" + "x1Y2" * 9
@@ -120,3 +120,66 @@ def test_throughput_on_a_large_log() -> None:
     clean = redact_text(log)
     assert time.perf_counter() - started < 5.0
     assert "abc123" not in clean and "u:p@" not in clean
+
+
+# ---------------------------------------------------------------- issue 14: the shapes as data, new shapes
+
+from kb.redact import SHAPES  # noqa: E402
+
+_EXAMPLES = [(s.kind, kind, text) for s in SHAPES for kind in ("match", "no_match")
+             for text in s.examples.get(kind, [])]
+
+
+def test_every_pattern_carries_both_kinds_of_examples() -> None:
+    for shape in SHAPES:
+        assert shape.examples.get("match") and shape.examples.get("no_match"), shape.kind
+
+
+@pytest.mark.parametrize(("kind", "expect", "text"), _EXAMPLES)
+def test_pattern_examples(kind: str, expect: str, text: str) -> None:
+    found = Redactions()
+    redact_text(text, found)
+    if expect == "match":
+        assert found.counts[kind] >= 1, (kind, text, found.counts)
+    else:
+        assert found.counts[kind] == 0, (kind, text, found.counts)
+
+
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+NEW_SHAPES = {
+    "pem_without_end": ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAE\nbm9uZQAAAAAAAAAB\n",
+                        "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAE"),
+    "basic_auth": ("curl -H 'Authorization: Basic dXNlcjpodW50ZXIy' http://x", "dXNlcjpodW50ZXIy"),
+    "aws_secret": (f"aws configure set aws_secret {AWS_SECRET}", AWS_SECRET),
+    "bare_aws_secret": (f"keys: AKIAIOSFODNN7EXAMPLE {AWS_SECRET}\n", AWS_SECRET),
+    "openai": ("OPENAI sk-AbCdEfGhIjKlMnOpQrStUvWxYz012345 used", "sk-AbCdEfGhIjKlMnOpQrStUvWxYz012345"),
+    "openai_project": ("sk-proj-AbCdEfGhIjKlMnOpQrSt_uvwxyz0123", "AbCdEfGhIjKlMnOpQrSt_uvwxyz0123"),
+    "gitlab": ("glpat-AbCdEfGhIjKlMnOpQrSt", "AbCdEfGhIjKlMnOpQrSt"),
+    "slack_user": ("xoxp-1234567890-0987654321-abcdef", "1234567890-0987654321"),
+    "google": ("AIzaSyA1234567890abcdefghijklmnopqrstuv", "SyA1234567890abcdef"),
+    "percent_encoded": ("q=password%3Dhunter2&x=1", "hunter2"),
+    "bearer_percent": ("/v1/x?auth=Bearer%20abcdefghijklmnop", "abcdefghijklmnop"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NEW_SHAPES))
+def test_issue14_secret_shapes_are_removed(name: str) -> None:
+    text, secret = NEW_SHAPES[name]
+    clean = redact_text(text)
+    assert secret not in clean and "[REDACTED:" in clean, clean
+
+
+def test_redacting_twice_changes_nothing() -> None:
+    once = redact_text(" ".join(text for text, _ in NEW_SHAPES.values()))
+    assert redact_text(once) == once
+
+
+def test_secrets_used_as_keys_are_removed() -> None:
+    clean = redact_value({HF: 1, "observations": {f"x.a={GHP}": True}, "other": {HF: 2}})
+    assert HF not in str(clean) and GHP not in str(clean)
+    assert list(clean["observations"].values()) == [True]
+
+
+def test_a_pem_block_without_end_keeps_the_lines_after_it() -> None:
+    text = "before\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\nabcd+/==\n[rank0] next line\n"
+    assert redact_text(text) == "before\n[REDACTED:private_key]\n[rank0] next line\n"

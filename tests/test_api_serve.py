@@ -117,3 +117,57 @@ def test_curl_example_is_valid_shell_and_json() -> None:
     assert "Authorization: Bearer $DSDOCTOR_TOKEN" in words
     evidence = json.loads(words[words.index("-d") + 1])
     assert evidence["logs"][0]["text"].startswith("[rank3]")
+
+
+@pytest.mark.slow
+def test_issue14_idle_clients_do_not_starve_the_workers(tmp_path) -> None:
+    """Twice as many stalled connections as workers (half silent, half mid-request): /healthz still answers
+    within 1 s; gunicorn's own 414 is problem+json; the access log holds no percent-encoded secret."""
+    port = free_port()
+    workers = 2
+    proc = start_server(tmp_path / "home", port, "--workers", str(workers))
+    idle: list[socket.socket] = []
+    try:
+        wait_healthy(port, proc)
+        for n in range(2 * workers):
+            sock = socket.create_connection(("127.0.0.1", port))
+            if n % 2:
+                sock.sendall(b"POST /v1/diagnoses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: 100\r\n\r\n{\"description\": ")  # the body never ends
+            idle.append(sock)
+        time.sleep(0.5)
+        for _ in range(5):
+            started = time.monotonic()
+            assert get(port, "/healthz", timeout=5.0)[0] == 200
+            assert time.monotonic() - started < 1.0
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/" + "a" * 9000)
+        response = conn.getresponse()
+        assert response.status == 414 and response.getheader("Content-Type") == "application/problem+json"
+        assert json.loads(response.read())["status"] == 414
+        conn.close()
+        get(port, "/v1/incidents?q=password%3Dhunter2x")
+        get(port, "/v1/kb/causes/hf_aB3aB3aB3aB3aB3aB3aB3aB3?auth=Bearer%20abcdefghijklmnopq")
+    finally:
+        for sock in idle:
+            sock.close()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            out, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    assert proc.returncode == 0, out
+    for secret in ("hunter2x", "hf_aB3aB3aB3aB3aB3aB3aB3aB3", "abcdefghijklmnopq"):
+        assert secret not in out
+    access = [json.loads(line) for line in out.splitlines() if line.startswith('{"time"')]
+    assert any("[REDACTED:" in a["query"] for a in access) and any("[REDACTED:" in a["path"] for a in access)
+
+
+def test_issue14_access_log_redacts_percent_encoded_secrets() -> None:
+    from api.server import redacted_url_part
+
+    assert "hunter2" not in redacted_url_part("q=password%3Dhunter2&page=2", query=True)
+    assert "abcdefghijklmnop" not in redacted_url_part("a=Bearer%20abcdefghijklmnop", query=True)
+    assert redacted_url_part("q=nccl+timeout&lang=zh", query=True) == "q=nccl+timeout&lang=zh"
+    assert redacted_url_part("/v1/kb/causes/memory.fragmentation") == "/v1/kb/causes/memory.fragmentation"

@@ -79,3 +79,27 @@ def test_cli_prints_the_token_once_on_the_last_line(dsdoctor_home, capsys) -> No
 def test_cli_refuses_unknown_scope(capsys) -> None:
     assert main(["token", "create", "--name", "x", "--scope", "superuser"]) == 2
     assert "scopes are: diagnose, incidents:read, incidents:write, admin" in capsys.readouterr().err
+
+
+def test_issue14_tokens_may_expire(dsdoctor_home, capsys) -> None:
+    import datetime as dt
+    import sqlite3
+
+    from api.cli import main
+    from api.tokens import parse_duration
+
+    assert parse_duration("30d") == dt.timedelta(days=30) and parse_duration("90m") == dt.timedelta(minutes=90)
+    for bad in ("30", "0d", "d", "3y", "-1d"):
+        with pytest.raises(DsdoctorError, match="90m, 12h, 30d or 2w"):
+            parse_duration(bad)
+    assert main(["token", "create", "--name", "ci", "--scope", "diagnose", "--expires", "30d"]) == 0
+    out = capsys.readouterr().out
+    secret = out.strip().splitlines()[-1]
+    store = TokenStore(dsdoctor_home)
+    assert "valid until" in out and store.verify(secret) is not None
+    assert store.list()[0].expires_at is not None
+    with sqlite3.connect(store.path) as conn:
+        conn.execute("UPDATE tokens SET expires_at = '2000-01-01T00:00:00Z'")
+    conn.close()
+    assert store.verify(secret) is None
+    assert main(["token", "create", "--name", "bad", "--scope", "diagnose", "--expires", "soon"]) != 0

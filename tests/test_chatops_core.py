@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 
 import pytest
 
@@ -116,3 +117,45 @@ def test_next_search_incident_and_cause(ctx):
     cause = handle("cause data.corrupt_sample", ctx)
     assert "fix" in cause.markdown.lower() and cause.data["cause"] == "data.corrupt_sample"
     assert "did you mean" in handle("cause data.corrupt_sampel", ctx).markdown
+
+
+# ---------------------------------------------------------------- issue 14: untrusted text is escaped
+
+HOSTILE = "<!channel> <!everyone> <https://evil.example|click here> <img src=x onerror=alert(1)> " \
+          "[docs](javascript:alert(1)) & **bold**"
+
+
+def _hostile_ctx():
+    incident = {"id": "inc-1", "title": HOSTILE, "phenomenon": HOSTILE, "root_cause": "memory.fragmentation",
+                "root_cause_detail": HOSTILE, "fix": HOSTILE}
+    hostile = {**_diagnosis(), "summary": {"text": HOSTILE, "verdict": "uncertain"},
+               "first_error": {"rank": 3, "line": HOSTILE + " `tick`", "source": "x"}}
+    return ChatContext(kb=nan_kb(), diagnose=lambda evidence, lang: hostile, get_diagnosis=lambda did: None,
+                       observe=lambda *a: hostile, search_incidents=lambda q: [incident],
+                       get_incident=lambda i: incident if i == "inc-1" else None)
+
+
+@pytest.mark.parametrize("command", ["incident inc-1", "search oom", f"search {HOSTILE}", "diagnose x",
+                                     f"next {HOSTILE}", f"{HOSTILE} help", "incident <!here>"])
+def test_issue14_slack_answers_escape_untrusted_text(command: str) -> None:
+    answer = handle(command, _hostile_ctx()).slack("in_channel")
+    texts = [answer["text"], *(b["text"]["text"] for b in answer["blocks"])]
+    for text in texts:
+        for raw in ("<!channel>", "<!everyone>", "<!here>", "<https://evil", "<img"):
+            assert raw not in text, (command, text)
+    assert any("&lt;!channel&gt;" in t or "&lt;!here&gt;" in t for t in texts) or command.startswith("next")
+
+
+@pytest.mark.parametrize("command", ["incident inc-1", "search oom", "diagnose x"])
+def test_issue14_markdown_answers_carry_no_raw_html_or_links(command: str) -> None:
+    markdown = handle(command, _hostile_ctx()).markdown
+    assert "<img" not in markdown and "<!channel>" not in markdown and "<https://" not in markdown
+    assert "[docs](javascript:" not in re.sub(r"`[^`]*`", "", markdown)  # a code span shows links as text
+    assert "&lt;img src=x onerror=alert(1)&gt;" in markdown
+
+
+def test_issue14_our_own_formatting_survives_the_escaping(ctx) -> None:
+    answer = handle("diagnose [rank37]: loss=nan", ctx)
+    assert answer.markdown.startswith("**Leading candidate") and "`data.corrupt_sample`" in answer.markdown
+    assert answer.slack()["blocks"][0]["text"]["text"].startswith("*Leading candidate")
+    assert "`loss=nan, grad_norm=inf`" in answer.markdown  # code spans keep [brackets] unescaped

@@ -219,11 +219,11 @@ def test_unknown_ids_get_an_html_404(client, url):
 def test_editing_an_incident_saves_and_redirects(client, app):
     page = client.get("/incidents/INC-SEED-01").get_data(as_text=True)
     token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
-    updated_at = re.search(r'name="updated_at" value="([^"]+)"', page).group(1)
+    version = re.search(r'name="version" value="([^"]+)"', page).group(1)
     incident = app.extensions["dsdoctor"]["services"].incidents().get("INC-SEED-01")
     form = {k: incident[k] for k in ("title", "phenomenon", "scope", "root_cause", "root_cause_detail", "fix",
                                      "regression", "prevention", "severity", "status")}
-    form.update(csrf_token=token, updated_at=updated_at, tags="oom, slurm", fix="killed the stale vLLM server")
+    form.update(csrf_token=token, version=version, tags="oom, slurm", fix="killed the stale vLLM server")
     response = client.post("/incidents/INC-SEED-01/edit", data=form)
     assert response.status_code == 303 and response.headers["Location"] == "/incidents/INC-SEED-01"
     html = client.get("/incidents/INC-SEED-01").get_data(as_text=True)
@@ -237,6 +237,48 @@ def test_editing_an_incident_saves_and_redirects(client, app):
     assert app.extensions["dsdoctor"]["services"].incidents().get("INC-SEED-01")["fix"] == "killed the stale vLLM server"
 
 
+def _edit_form(client, app, incident_id: str, **changes) -> dict[str, str]:
+    page = client.get(f"/incidents/{incident_id}").get_data(as_text=True)
+    incident = app.extensions["dsdoctor"]["services"].incidents().get(incident_id)
+    form = {k: incident[k] for k in ("title", "phenomenon", "scope", "root_cause", "root_cause_detail", "fix",
+                                     "regression", "prevention", "severity", "status")}
+    form.update(csrf_token=re.search(r'name="csrf_token" value="([^"]+)"', page).group(1),
+                version=re.search(r'name="version" value="([^"]+)"', page).group(1), tags="", **changes)
+    return form
+
+
+def test_issue14_a_stale_form_saved_in_the_same_second_is_refused(client, app):
+    """Two forms opened on one version: the second save is a 409 even within the same second."""
+    first = _edit_form(client, app, "INC-SEED-03", fix="first edit")
+    second = dict(first, fix="second edit")
+    assert client.post("/incidents/INC-SEED-03/edit", data=first).status_code == 303
+    assert client.post("/incidents/INC-SEED-03/edit", data=second).status_code == 409
+    assert app.extensions["dsdoctor"]["services"].incidents().get("INC-SEED-03")["fix"] == "first edit"
+
+
+def test_issue14_saves_released_together_exactly_one_wins(app):
+    """Eight saves of one version released at once from threads: one 303, seven 409."""
+    import threading
+
+    clients = [app.test_client() for _ in range(8)]
+    forms = [_edit_form(c, app, "INC-SEED-04", fix=f"edit {i}") for i, c in enumerate(clients)]
+    barrier = threading.Barrier(len(clients))
+    codes: list[int] = []
+
+    def save(c, form):
+        barrier.wait()
+        codes.append(c.post("/incidents/INC-SEED-04/edit", data=form).status_code)
+
+    threads = [threading.Thread(target=save, args=pair) for pair in zip(clients, forms, strict=True)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(codes) == [303] + [409] * 7
+    stored = app.extensions["dsdoctor"]["services"].incidents().get("INC-SEED-04")
+    assert stored["version"] == int(forms[0]["version"]) + 1
+
+
 @pytest.mark.parametrize(("change", "field", "message"), [
     ({"title": ""}, "title", "must not be empty"),
     ({"root_cause": "memory.nope"}, "root_cause", "unknown root cause"),
@@ -245,8 +287,8 @@ def test_editing_an_incident_saves_and_redirects(client, app):
 def test_editing_with_invalid_values_shows_the_errors(client, app, change, field, message):
     page = client.get("/incidents/INC-SEED-02").get_data(as_text=True)
     token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
-    updated_at = re.search(r'name="updated_at" value="([^"]+)"', page).group(1)
-    form = {"csrf_token": token, "updated_at": updated_at, "title": "t", "phenomenon": "x",
+    version = re.search(r'name="version" value="([^"]+)"', page).group(1)
+    form = {"csrf_token": token, "version": version, "title": "t", "phenomenon": "x",
             "root_cause": "memory.fragmentation", "severity": "high", "status": "open", "tags": "", **change}
     response = client.post("/incidents/INC-SEED-02/edit", data=form)
     html = response.get_data(as_text=True)
@@ -522,3 +564,62 @@ def test_register_web_is_idempotent(app):
 def test_api_errors_stay_problem_json(client):
     response = client.get("/v1/incidents/NO-SUCH-1")
     assert response.status_code == 404 and response.mimetype == "application/problem+json"
+
+
+def test_issue14_a_copied_session_cookie_stops_working_after_logout(home, real_kb):
+    secret, _ = TokenStore(home).create("someone", "admin")
+    app = make_app(home, real_kb)
+    browser, thief = app.test_client(), app.test_client()
+    browser.post("/login", data={"csrf_token": csrf_of(browser, "/login"), "token": secret})
+    thief.set_cookie("dsdoctor_session", browser.get_cookie("dsdoctor_session").value)
+    assert thief.get("/incidents/INC-SEED-01").status_code == 200
+    assert browser.post("/logout", data={"csrf_token": csrf_of(browser)}).status_code == 303
+    assert thief.get("/incidents/INC-SEED-01").status_code == 302  # back to /login
+    app.extensions["dsdoctor"]["services"].close()
+
+
+def test_issue14_an_expired_token_signs_the_browser_out(home, real_kb):
+    import datetime as dt
+    import sqlite3
+
+    tokens = TokenStore(home)
+    secret, _ = tokens.create("short", "admin", expires_in=dt.timedelta(hours=1))
+    app = make_app(home, real_kb)
+    client = app.test_client()
+    client.post("/login", data={"csrf_token": csrf_of(client, "/login"), "token": secret})
+    assert client.get("/").status_code == 200
+    with sqlite3.connect(tokens.path) as conn:
+        conn.execute("UPDATE tokens SET expires_at = '2000-01-01T00:00:00Z'")
+    conn.close()
+    assert client.get("/").status_code == 302
+    app.extensions["dsdoctor"]["services"].close()
+
+
+@pytest.mark.parametrize("target", ["/\r\nSet-Cookie: x=1", "/\rLocation: https://evil.example", "/a\nb"])
+def test_issue14_login_next_with_cr_lf_is_no_500(home, real_kb, target):
+    from urllib.parse import quote
+
+    secret, _ = TokenStore(home).create("someone", "admin")
+    client = make_app(home, real_kb).test_client()
+    assert client.get("/login?next=" + quote(target, safe="/%")).status_code == 200
+    response = client.post("/login", data={"csrf_token": csrf_of(client, "/login"), "token": secret, "next": target})
+    assert response.status_code == 303 and response.headers["Location"] == "/"
+
+
+def test_issue14_open_mode_refuses_cross_site_writes_and_foreign_hosts(client):
+    evil = {"Origin": "https://evil.example"}
+    assert client.post("/v1/diagnoses", data={"description": "x"}, headers=evil).status_code == 403
+    response = client.post("/v1/diagnoses/d1/incident", headers={"Sec-Fetch-Site": "cross-site"})
+    assert response.status_code == 403 and response.mimetype == "application/problem+json"
+    assert client.get("/v1/kb/causes", headers={"Host": "evil.example:8000"}).status_code == 403  # DNS rebinding
+    assert client.get("/healthz", headers={"Host": "127.0.0.1:8000"}).status_code == 200
+    same_site = {"Origin": "http://localhost:8000", "Sec-Fetch-Site": "same-origin"}
+    assert client.post("/v1/chatops/query", json={"text": "help"}, headers=same_site).status_code == 200
+    assert client.post("/v1/chatops/query", json={"text": "help"}).status_code == 200  # curl sends neither
+
+
+def test_issue14_docs_cannot_be_framed(client):
+    for url in ("/docs", "/docs/assets/init.js"):
+        response = client.get(url)
+        assert response.headers["X-Frame-Options"] == "DENY"
+        assert "frame-ancestors 'none'" in response.headers["Content-Security-Policy"]

@@ -13,8 +13,9 @@ from api import diagnosis_service
 from api.auth import requires
 from api.blueprints import json_response
 from api.chatops import ChatAnswer, ChatContext, handle, verify_slack_signature
-from api.errors import ApiError
+from api.errors import ApiError, field_error, flatten_messages, validation_error
 from api.services import services
+from api.uploads import json_body
 
 blp = Blueprint("chatops", __name__, url_prefix="/v1/chatops",
                 description="Answer chat questions: Slack slash commands and generic bots.")
@@ -25,6 +26,9 @@ class QuerySchema(ma.Schema):
                             metadata={"description": "the command, e.g. 'diagnose <log lines>' or 'search OOM'"})
     user = ma.fields.String(load_default=None, allow_none=True)
     channel = ma.fields.String(load_default=None, allow_none=True)
+
+
+_QUERY = QuerySchema()
 
 
 class AnswerSchema(ma.Schema):
@@ -102,10 +106,17 @@ def slack_command():
 
 @blp.route("/query", methods=["POST"])
 @requires("diagnose")
-@blp.arguments(QuerySchema)
+@blp.doc(requestBody={"required": True, "content": {"application/json": {"schema": QuerySchema}}})
 @blp.response(200, AnswerSchema)
-def bot_query(body: dict[str, Any]):
+def bot_query():
     """A generic bot's question: the same commands as Slack; answers in Markdown plus data."""
+    body = json_body("the question")
+    if not isinstance(body, dict):
+        raise validation_error([field_error("", f"expected a JSON object, got {type(body).__name__}")])
+    try:
+        body = _QUERY.load(body)
+    except ma.ValidationError as exc:
+        raise validation_error(flatten_messages(exc.messages)) from None
     answer = _answer(body["text"])
     return json_response({"text": answer.markdown, "data": answer.data})
 

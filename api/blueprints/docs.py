@@ -12,6 +12,16 @@ from pathlib import Path
 from flask import Blueprint, abort, current_app, send_from_directory
 
 blp = Blueprint("docs", __name__)
+#: the docs page runs the API from a browser: no other site may frame it (clickjacking)
+FRAMING_HEADERS = {"X-Frame-Options": "DENY", "Content-Security-Policy": "frame-ancestors 'none'",
+                   "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin"}
+
+
+@blp.after_request
+def _no_framing(response):
+    for key, value in FRAMING_HEADERS.items():
+        response.headers.setdefault(key, value)
+    return response
 
 ASSETS = ("swagger-ui.css", "swagger-ui-bundle.js", "swagger-ui-standalone-preset.js", "favicon-32x32.png",
           "favicon-16x16.png", "index.css")

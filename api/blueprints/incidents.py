@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from flask import request
 from flask_smorest import Blueprint
 
 from api.auth import requires
 from api.blueprints import json_response
-from api.errors import field_error, validation_error
-from api.redact import redact_value
+from api.errors import ApiError, field_error, validation_error
 from api.schemas import (
     IncidentListSchema,
     IncidentPatchSchema,
@@ -25,23 +25,45 @@ from api.uploads import json_body
 blp = Blueprint("incidents", __name__, url_prefix="/v1/incidents",
                 description="Completed incidents: the site's memory, searchable and used as priors.")
 
+_ETAG = {"ETag": {"description": 'the incident\'s version, e.g. "3"; send it back in If-Match to change '
+                                 'exactly that version', "schema": {"type": "string"}}}
+_IF_MATCH = {"name": "If-Match", "in": "header", "required": False, "schema": {"type": "string"},
+             "description": 'the ETag of the version this change applies to (e.g. "3"); a changed incident '
+                            "answers 412 Precondition Failed"}
+
+
+def etag(incident: dict[str, Any]) -> str:
+    """The ETag of an incident: its version, quoted."""
+    return f'"{incident["version"]}"'
+
+
+def _if_match() -> int | None:
+    """The version named by If-Match (None when absent or ``*``); 400 when it is no ETag of ours."""
+    header = request.headers.get("If-Match")
+    if header is None or header.strip() == "*":
+        return None
+    tag = header.strip().removeprefix("W/")
+    if len(tag) < 3 or not (tag[0] == tag[-1] == '"') or not tag[1:-1].isascii() or not tag[1:-1].isdigit():
+        raise ApiError(400, 'If-Match must be the ETag of the incident, e.g. "3" (from GET or the last PATCH)')
+    return int(tag[1:-1])
+
 
 def _object_body(what: str) -> dict[str, Any]:
     body = json_body(what)
     if not isinstance(body, dict):
         raise validation_error([field_error("", f"expected a JSON object, got {type(body).__name__}")])
-    return redact_value(body)
+    return body  # the store redacts secrets on every write
 
 
 @blp.route("", methods=["POST"])
 @requires("incidents:write")
 @blp.doc(requestBody={"required": True, "content": {"application/json": {"schema": IncidentRequestSchema}}})
 @blp.response(201, IncidentSchema, headers={"Location": {"description": "URL of the new incident",
-                                                         "schema": {"type": "string"}}})
+                                                         "schema": {"type": "string"}}, **_ETAG})
 def create_incident():
     """Record an incident (title, phenomenon and root_cause are required; the id is generated if absent)."""
     incident = services().incidents().add(_object_body("the incident"))
-    return json_response(incident, 201, {"Location": f"/v1/incidents/{incident['id']}"})
+    return json_response(incident, 201, {"Location": f"/v1/incidents/{incident['id']}", "ETag": etag(incident)})
 
 
 @blp.route("", methods=["GET"])
@@ -60,19 +82,27 @@ def search_incidents(query: dict[str, Any]):
 
 @blp.route("/<incident_id>", methods=["GET"])
 @requires("incidents:read")
-@blp.response(200, IncidentSchema)
+@blp.response(200, IncidentSchema, headers=_ETAG)
 def get_incident(incident_id: str):
-    """One incident."""
-    return json_response(services().incidents().get(incident_id))
+    """One incident; its ETag names the version (send it as If-Match when changing it)."""
+    incident = services().incidents().get(incident_id)
+    return json_response(incident, headers={"ETag": etag(incident)})
 
 
 @blp.route("/<incident_id>", methods=["PATCH"])
 @requires("incidents:write")
-@blp.doc(requestBody={"required": True, "content": {"application/json": {"schema": IncidentPatchSchema}}})
-@blp.response(200, IncidentSchema)
+@blp.doc(requestBody={"required": True, "content": {"application/json": {"schema": IncidentPatchSchema}}},
+         parameters=[_IF_MATCH])
+@blp.response(200, IncidentSchema, headers=_ETAG)
+@blp.alt_response(412, "PRECONDITION_FAILED")  # If-Match names a version that is no longer current
 def update_incident(incident_id: str):
-    """Change some fields of an incident (`job` merges key by key; id and created_at never change)."""
-    return json_response(services().incidents().update(incident_id, _object_body("the changes")))
+    """Change some fields of an incident (`job` merges key by key; id and created_at never change).
+
+    Send `If-Match: "<version>"` (the ETag of GET) so that a change made meanwhile by someone else
+    is not overwritten: a stale version answers 412 and changes nothing."""
+    expected = _if_match()
+    incident = services().incidents().update(incident_id, _object_body("the changes"), expected_version=expected)
+    return json_response(incident, headers={"ETag": etag(incident)})
 
 
 @blp.route("/<incident_id>", methods=["DELETE"])

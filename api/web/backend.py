@@ -13,7 +13,6 @@ from typing import Any
 from marshmallow import ValidationError as SchemaError
 
 from api import diagnosis_service
-from api.redact import Redactions
 from api.schemas import EvidenceSchema, explain_errors
 from api.services import services
 from api.store import StoredDiagnosis
@@ -63,11 +62,6 @@ def _flat(messages: Any, prefix: str = "") -> dict[str, str]:
     return out
 
 
-def redact(value: dict[str, Any]) -> tuple[dict[str, Any], Redactions]:
-    """``value`` without secrets, and what was removed (counted in the metrics)."""
-    return diagnosis_service.redact(value)
-
-
 def create_diagnosis(evidence: dict[str, Any], *, lang: str, top: int = 5) -> dict[str, Any]:
     """Validate, redact, diagnose and store evidence exactly as POST /v1/diagnoses does."""
     return diagnosis_service.create(validate_evidence(evidence), lang=lang, top=top)
@@ -91,11 +85,9 @@ def add_observations(diagnosis_id: str, observations: dict[str, bool], lang: str
 def record_incident(diagnosis_id: str, overrides: dict[str, Any]) -> dict[str, Any]:
     """Create an incident pre-filled from a stored diagnosis (overrides win); return it."""
     record = diagnosis_service.incident_from_diagnosis(diagnosis_service.stored(diagnosis_id).diagnosis, overrides)
-    clean, _found = redact(record)
-    return services().incidents().add(clean)
+    return services().incidents().add(record)  # the store redacts secrets on every write
 
 
-def update_incident(incident_id: str, patch: dict[str, Any]) -> dict[str, Any]:
-    """Change an incident (secrets redacted first, as the REST API does)."""
-    clean, _found = redact(patch)
-    return services().incidents().update(incident_id, clean)
+def update_incident(incident_id: str, patch: dict[str, Any], version: int | None = None) -> dict[str, Any]:
+    """Change an incident if it is still at ``version`` (StaleVersionError otherwise); the store redacts."""
+    return services().incidents().update(incident_id, patch, expected_version=version)

@@ -4,7 +4,8 @@
   ``DSDOCTOR_HOME/web-secret.key`` (mode 0600), made on first use; every worker reads the same file.
 * Sign-in: when API tokens exist, an engineer pastes one token once. The session keeps only its
   SHA-256 (the form ``tokens.db`` stores), never the token, and every request checks it again, so a
-  revoked token stops working on the next page.
+  revoked or expired token stops working on the next page. Each sign-in is also recorded on the
+  server (:mod:`api.web.sessions`): signing out ends it there, so a copied cookie stops working.
 * CSRF: one random token per session, sent in a hidden field of every form and compared in constant
   time on every POST of the web pages.
 * Every web response carries a strict Content-Security-Policy: no inline script or style anywhere.
@@ -131,24 +132,25 @@ def auth_required() -> bool:
     return not _authenticator().is_open()
 
 
+def _sessions():
+    from api.services import services
+    from api.web.sessions import SessionStore
+
+    return SessionStore(services().home)
+
+
 def current_viewer() -> Viewer | None:
     """The signed-in viewer, :data:`OPEN_VIEWER` in open mode, or None (sign-in needed)."""
     auth = _authenticator()
     if auth.is_open():
         return OPEN_VIEWER
-    digest = session.get("token_sha256")
-    if not isinstance(digest, str) or len(digest) != 64:
+    digest, session_id = session.get("token_sha256"), session.get("sid")
+    if not isinstance(digest, str) or len(digest) != 64 or not isinstance(session_id, str):
         return None
-    found: Viewer | None = None
-    for name, stored, scopes, _created, _prefix in _token_rows(auth):
-        if hmac.compare_digest(stored, digest):
-            found = Viewer(name=name, scopes=tuple(scopes.split(",")))
-    return found
-
-
-def _token_rows(auth) -> list[tuple[str, str, str, str, str]]:
-    rows = getattr(auth, "_current_rows", None)  # cached until tokens.db changes
-    return rows() if callable(rows) else auth.store.snapshot()
+    info = auth.identify_hash(digest)
+    if info is None or not _sessions().valid(session_id, digest):
+        return None
+    return Viewer(name=info.name, scopes=tuple(info.scopes))
 
 
 def sign_in(token: str) -> Viewer | None:
@@ -159,6 +161,7 @@ def sign_in(token: str) -> Viewer | None:
     lang = session.get("lang")
     session.clear()
     session["token_sha256"] = hash_token(token.strip())
+    session["sid"] = _sessions().start(session["token_sha256"])
     if lang:
         session["lang"] = lang
     csrf_token()  # a new CSRF token for the new session
@@ -166,7 +169,10 @@ def sign_in(token: str) -> Viewer | None:
 
 
 def sign_out() -> None:
-    """Forget the token (the language choice stays)."""
+    """End the session on the server and forget the token (the language choice stays)."""
+    session_id = session.get("sid")
+    if isinstance(session_id, str):
+        _sessions().end(session_id)
     lang = session.get("lang")
     session.clear()
     if lang:
@@ -176,6 +182,8 @@ def sign_out() -> None:
 def safe_next(target: str | None, default: str) -> str:
     """``target`` when it is a path on this site (no scheme, no host, no '//'), else ``default``."""
     if not target or not isinstance(target, str):
+        return default
+    if any(ord(c) < 32 or ord(c) == 127 for c in target):  # CR/LF would split the Location header
         return default
     parts = urlsplit(target)
     if parts.scheme or parts.netloc or not target.startswith("/") or target.startswith("//") or "\\" in target:

@@ -28,6 +28,7 @@ from api.web.backend import FormProblem
 from api.web.highlight import safe_highlight
 from api.web.i18n import HTML_LANG, LANG_NAMES, PHASE_NAMES, SCOPE_NAMES, pick_lang, translate
 from kb.errors import DsdoctorError, KnowledgeError
+from kb.redact import redact_text
 
 log = logging.getLogger("dsdoctor.web")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -140,6 +141,7 @@ def percent(p: Any) -> str:
 def error_page(status: int, message: str, *, title: str | None = None, reference: str | None = None):
     """An HTML error page with ``status`` (never a traceback)."""
     key = f"error_{status}"
+    message = redact_text(message)  # an id or path a client sent may hold a secret
     heading = title or (t(key) if key in KNOWN_ERRORS else t("error_title"))
     body = render_template("error.html", status=status, heading=heading, message=message, reference=reference)
     return current_app.response_class(body, status=status, mimetype="text/html")
@@ -318,7 +320,7 @@ def _render_incident(incident: dict[str, Any], *, form: dict[str, Any] | None = 
 def _form_values(incident: dict[str, Any]) -> dict[str, Any]:
     values = {k: incident.get(k, "") for k in EDITABLE}
     values["tags"] = ", ".join(incident.get("tags") or [])
-    values["updated_at"] = incident.get("updated_at", "")
+    values["version"] = incident.get("version", "")
     return values
 
 
@@ -332,19 +334,24 @@ def incident(incident_id: str):
 @bp.route("/incidents/<incident_id>/edit", methods=["POST"])
 @needs("incidents:write")
 def edit_incident(incident_id: str):
-    """Save the edit form; a concurrent change or a validation error shows the form again."""
+    """Save the edit form; a concurrent change or a validation error shows the form again.
+
+    The form carries the version it was made from; the store applies the change only to that
+    version (compared inside the UPDATE), so of two saves of one version exactly one wins."""
     from api.web.backend import update_incident
-    from kb.incidents import ValidationError
+    from kb.incidents import StaleVersionError, ValidationError
 
     current = _incident_or_404(incident_id)
     form = {k: request.form.get(k, "") for k in EDITABLE}
-    form["updated_at"] = request.form.get("updated_at", "")
-    if form["updated_at"] != current.get("updated_at"):
-        return _render_incident(current, form=form, status=409, notice=t("edit_conflict"))
+    form["version"] = request.form.get("version", "")
+    if not form["version"].isascii() or not form["version"].isdigit():
+        return _render_incident(current, form=form, status=422, errors={"version": t("edit_conflict")})
     patch: dict[str, Any] = {k: form[k] for k in EDITABLE if k != "tags"}
     patch["tags"] = [tag.strip() for tag in form["tags"].replace("，", ",").split(",") if tag.strip()]
     try:
-        update_incident(incident_id, patch)
+        update_incident(incident_id, patch, version=int(form["version"]))
+    except StaleVersionError:
+        return _render_incident(_incident_or_404(incident_id), form=form, status=409, notice=t("edit_conflict"))
     except ValidationError as exc:
         errors = {k.split(".")[0]: " ".join(v) for k, v in exc.messages.items()}
         return _render_incident(current, form=form, errors=errors, status=422)

@@ -21,7 +21,7 @@ from kb.errors import DsdoctorError
 if TYPE_CHECKING:
     from kb.incidents.store import IncidentStore
 
-__all__ = ["ConflictError", "IncidentError", "IncidentStore", "NotFoundError", "ValidationError"]
+__all__ = ["ConflictError", "IncidentError", "IncidentStore", "NotFoundError", "StaleVersionError", "ValidationError"]
 
 
 class IncidentError(DsdoctorError):
@@ -50,6 +50,19 @@ class ConflictError(IncidentError):
     def __init__(self, incident_id: str):
         self.incident_id = incident_id
         super().__init__(f"incident {incident_id!r} already exists (use update, or import to replace it)")
+
+
+class StaleVersionError(IncidentError):
+    """The incident changed since the version the caller read (a lost update refused)."""
+
+    http_status = 412
+
+    def __init__(self, incident_id: str, expected: int, current: int):
+        self.incident_id = incident_id
+        self.expected = expected
+        self.current = current
+        super().__init__(f"incident {incident_id!r} is at version {current}, not {expected}: it changed since "
+                         "it was read; read it again and re-apply the change")
 
 
 class NotFoundError(IncidentError):

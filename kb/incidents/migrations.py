@@ -70,6 +70,10 @@ def _v1(db: sqlite_utils.Database) -> None:
     """)
 
 
+def _v2(db: sqlite_utils.Database) -> None:
+    db.execute("ALTER TABLE incidents ADD COLUMN version INTEGER NOT NULL DEFAULT 1")
+
+
 def _run_script(db: sqlite_utils.Database, script: str) -> None:
     """Run ``;``-separated statements inside the current transaction (executescript would commit)."""
     for statement in script.split(";"):
@@ -81,6 +85,7 @@ def _run_script(db: sqlite_utils.Database, script: str) -> None:
 #: (version, description, function); append new migrations, never edit old ones
 MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (1, "incidents, tags, symptoms, index queue, meta", _v1),
+    (2, "incident version, +1 on every change (optimistic concurrency)", _v2),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

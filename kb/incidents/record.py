@@ -29,11 +29,11 @@ TEXT_FIELDS = ("title", "phenomenon", "scope", "root_cause_detail", "fix", "regr
 #: every key of a record, in display order
 RECORD_FIELDS = ("id", "title", "phenomenon", "scope", "root_cause", "domain", "root_cause_detail", "fix",
                  "regression", "prevention", "severity", "status", "tags", "occurred_at", "created_at",
-                 "updated_at", "author", "job", "diagnosis_id", "evidence_summary", "symptoms")
+                 "updated_at", "version", "author", "job", "diagnosis_id", "evidence_summary", "symptoms")
 #: keys a patch may not change
 IMMUTABLE_FIELDS = ("id", "created_at")
 #: keys the store sets; a patch that sends them is refused
-DERIVED_FIELDS = ("domain", "updated_at")
+DERIVED_FIELDS = ("domain", "updated_at", "version")
 JOB_FIELDS = ("cluster", "job_id", "world_size", "node_count", "model", "versions")
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,79}$"
@@ -62,16 +62,17 @@ def parse_timestamp(value: Any, *, end_of_day: bool = False) -> str:
             try:
                 day = dt.date.fromisoformat(text)
             except ValueError as exc:
-                raise ValueError(f"{text!r} is not a valid date ({exc})") from None
+                raise ValueError(f"is not a valid date ({exc})") from None
             moment = dt.datetime.combine(day, dt.time.max if end_of_day else dt.time.min)
         else:
             try:
                 moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-            except ValueError as exc:
-                raise ValueError(f"{text!r} is not an ISO date or datetime such as 2024-05-01 or "
-                                 f"2024-05-01T13:45:00Z ({exc})") from None
+            except ValueError:
+                raise ValueError("is not an ISO date or datetime such as 2024-05-01 or 2024-05-01T13:45:00Z") \
+                    from None
     else:
-        raise ValueError(f"expected an ISO date or datetime such as 2024-05-01 or 2024-05-01T13:45:00Z, got {value!r}")
+        raise ValueError("expected an ISO date or datetime such as 2024-05-01 or 2024-05-01T13:45:00Z, got "
+                         f"{type(value).__name__}")
     if moment.tzinfo is not None:
         moment = moment.astimezone(dt.UTC).replace(tzinfo=None)
     if moment.year < 1990 or moment.year > 2200:
@@ -99,7 +100,7 @@ class Text(fields.String):
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> str:
         if not isinstance(value, str):
-            raise marshmallow.ValidationError(f"must be text, got {type(value).__name__} {value!r}")
+            raise marshmallow.ValidationError(f"must be text, got {type(value).__name__}")
         text = value.strip()
         if not text and not self.allow_empty:
             raise marshmallow.ValidationError("must not be empty")
@@ -113,7 +114,7 @@ class WholeNumber(fields.Integer):
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise marshmallow.ValidationError(f"must be a whole number, got {value!r}")
+            raise marshmallow.ValidationError(f"must be a whole number, got {type(value).__name__}")
         return value
 
 
@@ -168,6 +169,7 @@ class IncidentSchema(Schema):
     occurred_at = Timestamp(metadata={"description": "when it happened; defaults to created_at"})
     created_at = Timestamp(metadata={"description": "set by the store; kept on import"})
     updated_at = Timestamp(metadata={"description": "set by the store; kept on import"})
+    version = WholeNumber(metadata={"description": "set by the store: 1, then +1 on every change"})
     author = Text(load_default="", max_length=200)
     job = fields.Nested(JobSchema, load_default=dict)
     diagnosis_id = fields.String(load_default=None, allow_none=True, validate=validate.Regexp(
@@ -276,6 +278,7 @@ def validate_new(data: Any, valid: frozenset[str] | None, now: str | None = None
     record.setdefault("updated_at", record["created_at"])
     record.setdefault("occurred_at", record["created_at"])
     record.setdefault("id", random_id(record["occurred_at"]))
+    record["version"] = 1  # the store counts changes from here; a sent version is ignored
     return normalise(record)
 
 
@@ -322,6 +325,8 @@ def normalise(record: dict[str, Any]) -> dict[str, Any]:
             out[key] = {k: job[k] for k in JOB_FIELDS if job.get(k) not in (None, "", {})}
         elif key == "diagnosis_id":
             out[key] = record.get(key) or None
+        elif key == "version":
+            out[key] = int(record.get(key) or 1)
         else:
             out[key] = record.get(key, "")
     return out
@@ -342,6 +347,6 @@ def content_id(record: Mapping[str, Any]) -> str:
 
 
 def same_content(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    """True when two records differ at most in their bookkeeping timestamps."""
-    skip = {"created_at", "updated_at"}
+    """True when two records differ at most in their bookkeeping (timestamps, version)."""
+    skip = {"created_at", "updated_at", "version"}
     return all(a.get(k) == b.get(k) for k in RECORD_FIELDS if k not in skip)

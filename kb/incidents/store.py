@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -13,6 +13,7 @@ from kb.incidents import (
     ConflictError,
     IncidentError,
     NotFoundError,
+    StaleVersionError,
     ValidationError,
     analyzer,
     search,
@@ -31,6 +32,8 @@ from kb.incidents.record import (
     validate_patch,
 )
 from kb.lru import BoundedCache
+from kb.redact import Redactions, redact_value
+from kb.textcheck import unencodable_path
 
 DB_FILE = "incidents.db"
 INDEX_DIR = "incidents-index"
@@ -46,10 +49,15 @@ class IncidentStore:
     it, asked on every write); ``None`` accepts any well-formed ``<domain>.<name>`` ID.
     With ``seed`` the first start of an empty store loads ``kb/data/incidents/seed.jsonl``.
     Safe to share between threads; several processes may open the same ``home`` at once.
+
+    Every write (add, update, import) removes secrets first (:mod:`kb.redact`): the store is the one
+    place all incidents pass, whichever caller sent them. ``on_redacted`` hears what was removed
+    (``{kind: count}``; the API counts it in its metrics). Every record carries a ``version``: 1 when
+    added, +1 with each change, compared inside the UPDATE (``update(..., expected_version=)``).
     """
 
     def __init__(self, home: Path, valid_causes: CauseSource = None, *, seed: bool = True,
-                 index_wait_s: float = 30.0):
+                 index_wait_s: float = 30.0, on_redacted: Callable[[dict[str, int]], None] | None = None):
         self.home = Path(home)
         try:
             self.home.mkdir(parents=True, exist_ok=True)
@@ -58,6 +66,7 @@ class IncidentStore:
         analyzer.configure(self.home / "cache")
         self._valid_source = valid_causes
         self._index_wait_s = index_wait_s
+        self._on_redacted = on_redacted
         self._lock = threading.RLock()
         # similar incidents of repeated failures (same symptoms, same words) until the store changes
         self._similar_memo: BoundedCache[list[dict[str, Any]]] = BoundedCache(256)
@@ -105,12 +114,25 @@ class IncidentStore:
 
     # ------------------------------------------------------------------ records
 
+    def _redact(self, value: Any) -> Any:
+        """``value`` without secrets (every write path comes through here); text that cannot be stored
+        (a lone surrogate) is a ValidationError naming the field, never a crash in SQLite."""
+        bad = unencodable_path(value)
+        if bad is not None:
+            raise ValidationError({bad or "record": ["is not valid Unicode text (it holds a lone surrogate, "
+                                                     "U+D800-U+DFFF, which cannot be stored)"]})
+        found = Redactions()
+        clean = redact_value(value, found)
+        if found.total and self._on_redacted is not None:
+            self._on_redacted(dict(found.counts))
+        return clean
+
     def add(self, record: dict[str, Any]) -> dict[str, Any]:
         """Validate and store a new incident; return it as stored (with id and timestamps).
 
         Raises ValidationError (field -> messages) or ConflictError when the id exists.
         """
-        new = validate_new(record, self.valid_causes)
+        new = validate_new(self._redact(record), self.valid_causes)
         with self._lock:
             try:
                 with write_transaction(self._db):
@@ -130,18 +152,27 @@ class IncidentStore:
             raise NotFoundError(incident_id)
         return found
 
-    def update(self, incident_id: str, patch: dict[str, Any]) -> dict[str, Any]:
-        """Change some fields of an incident (``job`` merges key by key); return the new record."""
+    def update(self, incident_id: str, patch: dict[str, Any], *, expected_version: int | None = None
+               ) -> dict[str, Any]:
+        """Change some fields of an incident (``job`` merges key by key); return the new record.
+
+        With ``expected_version`` the change applies only to that version of the record
+        (StaleVersionError otherwise): a client that read version 3 cannot overwrite version 4.
+        """
         valid = self.valid_causes
+        patch = self._redact(patch)
         with self._lock, write_transaction(self._db):
             existing = tables.fetch(self._db, [incident_id]).get(incident_id)
             if existing is None:
                 raise NotFoundError(incident_id)
+            if expected_version is not None and existing["version"] != expected_version:
+                raise StaleVersionError(incident_id, expected_version, existing["version"])
             new = validate_patch(existing, patch, valid)
             if same_content(new, existing):
                 return existing
             new["updated_at"] = utc_now()
-            tables.replace(self._db, new)
+            if not tables.replace(self._db, new, existing["version"]):
+                raise StaleVersionError(incident_id, existing["version"], existing["version"] + 1)
         self._sync()
         return new
 
@@ -189,7 +220,7 @@ class IncidentStore:
             if not line.strip():
                 continue
             try:
-                raw = json.loads(line)
+                raw = self._redact(json.loads(line))
                 record = validate_new(raw, valid, now=now, content_ids=True)
             except json.JSONDecodeError as exc:
                 problems[f"line {number}"] = [f"not valid JSON: {exc.msg} (column {exc.colno})"]
@@ -221,7 +252,7 @@ class IncidentStore:
             else:
                 if "updated_at" not in raw:
                     record["updated_at"] = now
-                tables.replace(self._db, record)
+                tables.replace(self._db, record, old["version"])  # inside this write transaction
                 counts["updated"] += 1
         tables.insert_many(self._db, fresh)
         counts["added"] = len(fresh)

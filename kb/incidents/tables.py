@@ -58,14 +58,22 @@ def insert_many(db: sqlite_utils.Database, records: list[dict[str, Any]]) -> Non
     enqueue(db, [r["id"] for r in records])
 
 
-def replace(db: sqlite_utils.Database, record: dict[str, Any]) -> None:
-    """Overwrite an existing record with the same id."""
-    row = to_row(record)
-    db["incidents"].update(record["id"], {k: v for k, v in row.items() if k != "id"})
+def replace(db: sqlite_utils.Database, record: dict[str, Any], expected_version: int) -> bool:
+    """Overwrite the record with the same id if it is still at ``expected_version``; False when it is not.
+
+    The version check is part of the UPDATE, so no reader outside the transaction can slip a change in."""
+    row = {k: v for k, v in to_row(record).items() if k not in ("id", "version")}
+    assignments = ", ".join(f"{k} = ?" for k in row)
+    cursor = db.execute(f"UPDATE incidents SET {assignments}, version = version + 1 WHERE id = ? AND version = ?",
+                        [*row.values(), record["id"], expected_version])
+    if cursor.rowcount != 1:
+        return False
+    record["version"] = expected_version + 1
     db.execute("DELETE FROM incident_tags WHERE incident_id = ?", [record["id"]])
     db.execute("DELETE FROM incident_symptoms WHERE incident_id = ?", [record["id"]])
     _write_children(db, record)
     enqueue(db, [record["id"]])
+    return True
 
 
 def delete(db: sqlite_utils.Database, incident_id: str) -> bool:
