@@ -565,6 +565,7 @@ class IncidentSchema(_Open):
     version = fields.Integer(metadata={"description": "1 when recorded, +1 with every change; the ETag is "
                                                       "\"<version>\""})
     author = fields.String()
+    source_url = fields.String(metadata={"description": "where a public incident was reported (its issue thread)"})
     job = fields.Dict()
     diagnosis_id = fields.String(allow_none=True)
     evidence_summary = fields.String()

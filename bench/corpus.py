@@ -16,7 +16,10 @@ pipeline (rules -> symptoms -> ranking), as ``dsdoctor diagnose --evidence`` wou
   share that ends with the labelled cause on top at p >= 0.9, and how often the first experiment
   bears on the labelled cause at all.
 
-Usage: python -m bench.corpus [--verbose] [--batch N] [--record-first-contact N]
+The corpus also ships as read-only public incidents (``--export-incidents`` writes
+kb/data/incidents/public.jsonl; a test keeps the two in step).
+
+Usage: python -m bench.corpus [--verbose] [--batch N] [--record-first-contact N] [--export-incidents]
 """
 
 from __future__ import annotations
@@ -87,6 +90,42 @@ def load_cases(folder: Path, batch: int | None = None) -> list[Case]:
         if batch is None or case.batch == batch:
             out.append(case)
     return out
+
+
+PUBLIC_INCIDENTS = ROOT / "kb" / "data" / "incidents" / "public.jsonl"
+#: lines of a case's logs kept in its public incident's phenomenon
+INCIDENT_LOG_LINES = 30
+
+
+def to_incident(raw: dict[str, Any]) -> dict[str, Any]:
+    """A corpus case as a read-only public incident: what was seen, the confirmed cause, the thread."""
+    evidence = raw["evidence"]
+    parts = [evidence.get("description", "").strip()]
+    for log in evidence.get("logs") or []:
+        lines = str(log.get("text", "")).splitlines()[:INCIDENT_LOG_LINES]
+        parts.append(f"[{log.get('source', 'log')}]\n" + "\n".join(lines))
+    env = evidence.get("environment") or {}
+    scope = ", ".join(f"{k} {env[k]}" for k in ("world_size", "nodes", "gpu") if env.get(k))
+    slug = raw["id"].split("-", 1)[1] if "-" in raw["id"] else raw["id"]
+    repo = raw["source"].split("#", 1)[0]
+    return {
+        "id": f"PUB-{raw['id']}", "title": slug.replace("-", " ").capitalize(),
+        "phenomenon": "\n\n".join(p for p in parts if p), "scope": scope, "root_cause": raw["label"],
+        "root_cause_detail": raw["why"], "fix": raw["why"], "severity": "medium", "status": "resolved",
+        "tags": ["public", repo.split("/")[-1].lower()[:40]], "author": f"public thread {raw['source']}",
+        "source_url": raw.get("url", ""), "occurred_at": "2026-12-01T00:00:00Z", "created_at": "2026-12-01T00:00:00Z",
+        "updated_at": "2026-12-01T00:00:00Z",
+    }
+
+
+def export_incidents(folder: Path = CORPUS_DIR) -> str:
+    """The public-incident JSON lines of every corpus case, in id order."""
+    lines = []
+    for path in sorted(folder.rglob("*.json")):
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        if "evidence" in raw and "label" in raw:
+            lines.append(json.dumps(to_incident(raw), ensure_ascii=False, sort_keys=True))
+    return "\n".join(sorted(lines)) + "\n"
 
 
 def _catalog_probabilities(kb, diagnosis: dict[str, Any]) -> list[tuple[str, float]]:
@@ -260,7 +299,13 @@ def main() -> None:
                         help="score batch N and record it as its first contact (once, never rewritten)")
     parser.add_argument("--devset", type=Path, default=DEVSET_DIR)
     parser.add_argument("--no-loop", action="store_true", help="skip the closed-loop run")
+    parser.add_argument("--export-incidents", action="store_true",
+                        help=f"write the corpus as public incidents to {PUBLIC_INCIDENTS.relative_to(ROOT)}")
     args = parser.parse_args()
+    if args.export_incidents:
+        PUBLIC_INCIDENTS.write_text(export_incidents(), encoding="utf-8")
+        print(f"   wrote {PUBLIC_INCIDENTS.relative_to(ROOT)}")
+        return
     kb = get_kb()
     if args.record_first_contact is not None:
         rows = evaluate(load_cases(CORPUS_DIR, args.record_first_contact), kb)

@@ -21,7 +21,8 @@ from kb.errors import DsdoctorError
 if TYPE_CHECKING:
     from kb.incidents.store import IncidentStore
 
-__all__ = ["ConflictError", "IncidentError", "IncidentStore", "NotFoundError", "StaleVersionError", "ValidationError"]
+__all__ = ["ConflictError", "IncidentError", "IncidentStore", "NotFoundError", "ReadOnlyError", "StaleVersionError",
+           "ValidationError"]
 
 
 class IncidentError(DsdoctorError):
@@ -63,6 +64,17 @@ class StaleVersionError(IncidentError):
         self.current = current
         super().__init__(f"incident {incident_id!r} is at version {current}, not {expected}: it changed since "
                          "it was read; read it again and re-apply the change")
+
+
+class ReadOnlyError(IncidentError):
+    """Public incidents (shipped with dsdoctor, ids ``PUB-...``) are read-only."""
+
+    http_status = 403
+
+    def __init__(self, incident_id: str):
+        self.incident_id = incident_id
+        super().__init__(f"incident {incident_id!r} is a public incident shipped with dsdoctor and is read-only; "
+                         "record your own incident instead")
 
 
 class NotFoundError(IncidentError):

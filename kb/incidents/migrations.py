@@ -74,6 +74,10 @@ def _v2(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE incidents ADD COLUMN version INTEGER NOT NULL DEFAULT 1")
 
 
+def _v3(db: sqlite_utils.Database) -> None:
+    db.execute("ALTER TABLE incidents ADD COLUMN source_url TEXT NOT NULL DEFAULT ''")
+
+
 def _run_script(db: sqlite_utils.Database, script: str) -> None:
     """Run ``;``-separated statements inside the current transaction (executescript would commit)."""
     for statement in script.split(";"):
@@ -86,6 +90,7 @@ def _run_script(db: sqlite_utils.Database, script: str) -> None:
 MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (1, "incidents, tags, symptoms, index queue, meta", _v1),
     (2, "incident version, +1 on every change (optimistic concurrency)", _v2),
+    (3, "source_url: where a (public) incident was reported", _v3),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

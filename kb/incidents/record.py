@@ -29,13 +29,15 @@ TEXT_FIELDS = ("title", "phenomenon", "scope", "root_cause_detail", "fix", "regr
 #: every key of a record, in display order
 RECORD_FIELDS = ("id", "title", "phenomenon", "scope", "root_cause", "domain", "root_cause_detail", "fix",
                  "regression", "prevention", "severity", "status", "tags", "occurred_at", "created_at",
-                 "updated_at", "version", "author", "job", "diagnosis_id", "evidence_summary", "symptoms")
+                 "updated_at", "version", "author", "source_url", "job", "diagnosis_id", "evidence_summary", "symptoms")
 #: keys a patch may not change
 IMMUTABLE_FIELDS = ("id", "created_at")
 #: keys the store sets; a patch that sends them is refused
 DERIVED_FIELDS = ("domain", "updated_at", "version")
 JOB_FIELDS = ("cluster", "job_id", "world_size", "node_count", "model", "versions")
 
+#: ids of the public incidents shipped with dsdoctor (bench/corpus -> kb/data/incidents/public.jsonl)
+PUBLIC_PREFIX = "PUB-"
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,79}$"
 CAUSE_PATTERN = r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$"
 SYMPTOM_PATTERN = r"^s\.[a-z0-9_]+$"
@@ -171,6 +173,9 @@ class IncidentSchema(Schema):
     updated_at = Timestamp(metadata={"description": "set by the store; kept on import"})
     version = WholeNumber(metadata={"description": "set by the store: 1, then +1 on every change"})
     author = Text(load_default="", max_length=200)
+    source_url = fields.String(load_default="", validate=validate.Regexp(
+        r"^(https?://[^\s<>\"']{1,500})?$", error="source_url is an http(s) address (at most 500 characters)"),
+        metadata={"description": "where the failure was reported (public incidents: its issue thread)"})
     job = fields.Nested(JobSchema, load_default=dict)
     diagnosis_id = fields.String(load_default=None, allow_none=True, validate=validate.Regexp(
         r"^[A-Za-z0-9._:-]{1,100}$", error="a diagnosis id is 1-100 characters of letters, digits and . _ : -"))

@@ -1,4 +1,5 @@
-"""First start: load the seed incidents (kb/data/incidents/seed.jsonl) into an empty store.
+"""First start: load the seed incidents (kb/data/incidents/seed.jsonl) into an empty store;
+every start: bring the public incidents (kb/data/incidents/public.jsonl) up to date.
 
 The store remembers that it was seeded (``store_meta.seeded``), so deleting every incident
 later does not bring the seed back. Several workers starting at once seed exactly once: the
@@ -8,6 +9,7 @@ example a cause it no longer has) is skipped with a warning instead of blocking 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +21,8 @@ if TYPE_CHECKING:
     from kb.incidents.store import IncidentStore
 
 SEED_PATH = Path(__file__).resolve().parent.parent / "data" / "incidents" / "seed.jsonl"
+#: real public failures with their issue threads, exported from bench/corpus (read-only incidents)
+PUBLIC_PATH = SEED_PATH.with_name("public.jsonl")
 log = logging.getLogger("dsdoctor.incidents")
 
 
@@ -44,3 +48,28 @@ def load_seed_if_new(store: IncidentStore, path: Path = SEED_PATH) -> int:
     if added:
         store._sync()
     return added
+
+
+def load_public(store: IncidentStore, path: Path = PUBLIC_PATH) -> int:
+    """Add or refresh the shipped public incidents (``PUB-`` ids, read-only) when the file changed
+    since the store last loaded it; return how many were added or updated."""
+    if not path.exists():
+        return 0
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    db = store._db
+    row = db.execute("SELECT value FROM store_meta WHERE key = 'public'").fetchone()
+    if row and row[0] == digest:
+        return 0
+    with store._lock, write_transaction(db):
+        row = db.execute("SELECT value FROM store_meta WHERE key = 'public'").fetchone()
+        if row and row[0] == digest:
+            return 0  # another worker loaded it meanwhile
+        counts, problems = store._import_locked(data.decode("utf-8").splitlines(), skip_invalid=True, public=True)
+        for where, messages in problems.items():
+            log.warning("public incidents %s: %s: %s", path.name, where, " ".join(messages))
+        db["store_meta"].insert({"key": "public", "value": digest}, replace=True)
+    changed = counts["added"] + counts["updated"]
+    if changed:
+        store._sync()
+    return changed

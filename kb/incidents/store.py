@@ -13,6 +13,7 @@ from kb.incidents import (
     ConflictError,
     IncidentError,
     NotFoundError,
+    ReadOnlyError,
     StaleVersionError,
     ValidationError,
     analyzer,
@@ -24,6 +25,7 @@ from kb.incidents.highlights import highlights
 from kb.incidents.indexer import Indexer
 from kb.incidents.migrations import connect, migrate, write_transaction
 from kb.incidents.record import (
+    PUBLIC_PREFIX,
     CauseSource,
     resolve_causes,
     same_content,
@@ -78,9 +80,10 @@ class IncidentStore:
             raise IncidentError(f"{self.home / DB_FILE} cannot be used as the incident database: {exc} "
                                 f"(restore it from a backup or move it away to start empty)") from None
         if seed:
-            from kb.incidents.seed import load_seed_if_new
+            from kb.incidents.seed import load_public, load_seed_if_new
 
             load_seed_if_new(self)
+            load_public(self)
 
     @classmethod
     def open_existing(cls, home: Path, valid_causes: CauseSource = None) -> IncidentStore | None:
@@ -133,6 +136,7 @@ class IncidentStore:
         Raises ValidationError (field -> messages) or ConflictError when the id exists.
         """
         new = validate_new(self._redact(record), self.valid_causes)
+        _refuse_public_id(new["id"])
         with self._lock:
             try:
                 with write_transaction(self._db):
@@ -159,6 +163,8 @@ class IncidentStore:
         With ``expected_version`` the change applies only to that version of the record
         (StaleVersionError otherwise): a client that read version 3 cannot overwrite version 4.
         """
+        if incident_id.startswith(PUBLIC_PREFIX):
+            raise ReadOnlyError(incident_id)
         valid = self.valid_causes
         patch = self._redact(patch)
         with self._lock, write_transaction(self._db):
@@ -177,7 +183,11 @@ class IncidentStore:
         return new
 
     def delete(self, incident_id: str) -> None:
-        """Delete an incident (NotFoundError when there is none)."""
+        """Delete an incident (NotFoundError when there is none; public incidents are read-only)."""
+        if incident_id.startswith(PUBLIC_PREFIX):
+            with self._lock:
+                if tables.exists(self._db, incident_id):
+                    raise ReadOnlyError(incident_id)
         with self._lock, write_transaction(self._db):
             if not tables.delete(self._db, incident_id):
                 raise NotFoundError(incident_id)
@@ -209,8 +219,10 @@ class IncidentStore:
             self._sync()
         return counts
 
-    def _import_locked(self, lines: Iterable[str], skip_invalid: bool) -> tuple[dict[str, int], dict[str, list[str]]]:
-        """Validate and write JSON lines inside the caller's write transaction."""
+    def _import_locked(self, lines: Iterable[str], skip_invalid: bool, public: bool = False
+                       ) -> tuple[dict[str, int], dict[str, list[str]]]:
+        """Validate and write JSON lines inside the caller's write transaction (``public``: the shipped
+        public incidents, the only lines that may carry ``PUB-`` ids)."""
         valid = self.valid_causes
         now = utc_now()
         problems: dict[str, list[str]] = {}
@@ -228,6 +240,11 @@ class IncidentStore:
             except ValidationError as exc:
                 for field, msgs in exc.messages.items():
                     problems[f"line {number}: {field}"] = msgs
+                continue
+            if record["id"].startswith(PUBLIC_PREFIX) != public:
+                problems[f"line {number}: id"] = [f"ids starting with {PUBLIC_PREFIX} are reserved for the public "
+                                                  "incidents shipped with dsdoctor" if not public else
+                                                  f"a public incident's id starts with {PUBLIC_PREFIX}"]
                 continue
             if record["id"] in first_line:
                 problems[f"line {number}: id"] = [f"{record['id']} already appears on line {first_line[record['id']]}"]
@@ -259,12 +276,15 @@ class IncidentStore:
         return counts, problems
 
     def export_jsonl(self, fp: IO[str]) -> int:
-        """Write every incident as one JSON line (ordered by id); return how many."""
+        """Write every incident of this site as one JSON line (ordered by id); return how many. The public
+        incidents are left out: they ship with dsdoctor and every start loads them."""
         written = 0
         with self._lock:
             self._db.execute("BEGIN")  # one consistent snapshot
             try:
                 for record in tables.iterate(self._db):
+                    if record["id"].startswith(PUBLIC_PREFIX):
+                        continue
                     fp.write(json.dumps(record, ensure_ascii=False) + "\n")
                     written += 1
             finally:
@@ -381,9 +401,9 @@ class IncidentStore:
         """Confirmed (resolved) incidents of this site per root cause, counted from the store every time
         (the shipped seed examples do not count)."""
         with self._lock:
-            # the seed incidents are examples shipped with dsdoctor, not this site's history
+            # the seed examples and the public incidents ship with dsdoctor: not this site's history
             rows = self._db.execute("SELECT root_cause, COUNT(*) FROM incidents WHERE status = 'resolved' "
-                                    "AND id NOT LIKE 'INC-SEED-%' GROUP BY root_cause ORDER BY root_cause").fetchall()
+                                    "AND id NOT LIKE 'INC-SEED-%' AND id NOT LIKE 'PUB-%' GROUP BY root_cause ORDER BY root_cause").fetchall()
         return {cause: int(n) for cause, n in rows}
 
     def _sync(self) -> None:
@@ -402,3 +422,9 @@ def _read_lines(source: str | Path | Iterable[str]) -> list[str]:
             raise ValidationError({"file": [f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})"]},
                                   "cannot import") from None
     return [line.decode("utf-8") if isinstance(line, bytes) else line for line in source]
+
+
+def _refuse_public_id(incident_id: str) -> None:
+    if incident_id.startswith(PUBLIC_PREFIX):
+        raise ValidationError({"id": [f"ids starting with {PUBLIC_PREFIX} are reserved for the public incidents "
+                                      "shipped with dsdoctor"]})
