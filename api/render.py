@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 LABELS = {
@@ -32,27 +33,39 @@ def _bar(p: float, width: int = 20) -> str:
     return "█" * filled + "·" * (width - filled)
 
 
-def _first_error_line(d: dict[str, Any], lang: str) -> str:
+def _first_error_where(d: dict[str, Any], lang: str) -> str:
+    """``rank 3, node7, 2024-07-02 13:20:41.220, rank3.log:41`` (what is known of the first error)."""
     L = LABELS[lang]
-    fe = d.get("first_error")
-    if not fe:
-        return L["none"]
+    fe = d.get("first_error") or {}
     where = []
     if fe.get("rank") is not None:
         where.append(f"{L['rank']} {fe['rank']}")
     if fe.get("node"):
         where.append(fe["node"])
-    if fe.get("time"):
-        where.append(fe["time"])
-    prefix = f"[{', '.join(where)}] " if where else ""
-    return prefix + (fe.get("line") or "")[:240]
+    if fe.get("time_shown") or fe.get("time"):
+        where.append(fe.get("time_shown") or fe["time"])
+    if fe.get("source"):
+        where.append(f"{fe['source']}:{fe.get('lineno')}" if fe.get("lineno") else fe["source"])
+    return ", ".join(where)
+
+
+def _first_error_lines(d: dict[str, Any], lang: str, indent: str) -> list[str]:
+    """Where the first error is, then its whole line wrapped at words (never cut)."""
+    fe = d.get("first_error")
+    if not fe:
+        return [LABELS[lang]["none"]]
+    where = _first_error_where(d, lang)
+    wrapped = textwrap.wrap(fe.get("line") or "", width=100, break_long_words=True, break_on_hyphens=False)
+    return [f"[{where}]" if where else "", *[indent + part for part in wrapped]]
 
 
 def render_text(d: dict[str, Any], lang: str = "en") -> str:
     """The diagnosis for a person at a terminal."""
     L = LABELS[lang]
     out = [f"dsdoctor diagnosis {d['id']}", "", d["summary"]["text"], "", f"{L['looks']}:"]
-    out.append(f"  1. {L['first']}: {_first_error_line(d, lang)}")
+    first = _first_error_lines(d, lang, "       ")
+    out.append(f"  1. {L['first']}: {first[0]}")
+    out += first[1:]
     out.append(f"  2. {L['scope']}: {SCOPES.get(lang, {}).get(d['scope'], d['scope'])}")
     out.append(f"  3. {L['phase']}: {PHASES.get(lang, {}).get(d['phase'], d['phase'])}")
     out += ["", f"{L['causes']}:"]
@@ -93,8 +106,11 @@ def render_markdown(d: dict[str, Any], lang: str = "en") -> str:
     """The diagnosis as Markdown (for tickets, chat and pull requests)."""
     L = LABELS[lang]
     out = [f"## dsdoctor diagnosis `{d['id']}`", "", f"**{d['summary']['text']}**", "", f"### {L['looks']}", ""]
-    first = _first_error_line(d, lang).replace("`", "'")
-    out.append(f"1. **{L['first']}**: `{first}`")
+    fe = d.get("first_error")
+    out.append(f"1. **{L['first']}**: {_first_error_where(d, lang) if fe else L['none']}")
+    if fe:
+        line = (fe.get("line") or "").replace("`", "'")
+        out += ["", "   ```text", f"   {line}", "   ```", ""]
     out.append(f"2. **{L['scope']}**: {SCOPES.get(lang, {}).get(d['scope'], d['scope'])}")
     out.append(f"3. **{L['phase']}**: {PHASES.get(lang, {}).get(d['phase'], d['phase'])}")
     out += ["", f"### {L['causes']}", "", "| # | cause | p | why |", "|---|---|---|---|"]

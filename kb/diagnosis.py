@@ -262,8 +262,29 @@ def _first_error(extraction: Extraction) -> dict[str, Any] | None:
     fe = extraction.first_error
     if fe is None:
         return None
-    return {"rank": fe.rank, "node": fe.node, "time": fe.time, "line": fe.line, "source": fe.source,
+    year = "unknown" if fe.time and fe.time.startswith("--") else "borrowed" if fe.year_from else "stated"
+    return {"rank": fe.rank, "node": fe.node, "time": fe.time, "time_shown": shown_time(fe.time, fe.year_from),
+            "year": year if fe.time else None, "line": fe.line, "source": fe.source,
             "lineno": fe.lineno, "symptom": fe.symptom, "rule": fe.rule}
+
+
+def shown_time(iso: str | None, year_from: str | None = None) -> str | None:
+    """An ISO stamp for people: ``2024-07-02 13:20:41.220``; a year-less one (``--07-02T...``) as
+    ``07-02 13:20:41.220 (year unknown)``; a year taken from other lines says where it came from."""
+    if not iso:
+        return None
+    unknown = iso.startswith("--")
+    text = iso[2:] if unknown else iso
+    date, _, clock = text.partition("T")
+    if "." in clock:
+        whole, _, frac = clock.partition(".")
+        clock = f"{whole}.{frac[:3]}"
+    shown = f"{date} {clock}".strip()
+    if unknown:
+        return f"{shown} (year unknown)"
+    if year_from:
+        return f"{shown} (year from other lines of {year_from})"
+    return shown
 
 
 def _context(extraction: Extraction) -> dict[str, Any]:

@@ -84,8 +84,9 @@ def _int(value: Any) -> int | None:
 
 
 def _time_key(event: Event) -> tuple[bool, datetime, bool, int]:
-    """Earliest first; without times, a line that names its rank before one that does not (a kernel line)."""
-    return (event.time is None, event.time or datetime.max, event.rank is None, event.order)
+    """Earliest first (a line without its own stamp is placed by the nearest earlier one); without times,
+    a line that names its rank before one that does not (a kernel line)."""
+    return (event.near_time is None, event.near_time or datetime.max, event.rank is None, event.order)
 
 
 def _iso(time: datetime | None, year_known: bool = True) -> str | None:
@@ -94,24 +95,36 @@ def _iso(time: datetime | None, year_known: bool = True) -> str | None:
     return time.isoformat() if year_known else "--" + time.isoformat()[5:]  # ISO 8601 without a year
 
 
+def _with_year(time: datetime, year: int) -> datetime | None:
+    try:
+        return time.replace(year=year)
+    except ValueError:  # Feb 29 in a non-leap year
+        return None
+
+
 def _resolve_years(collector: Collector) -> None:
-    """Give year-less timestamps (glog, syslog) the year other lines of the evidence show."""
+    """Year-less stamps (glog, syslog): a line's shown time takes the year only from other stamps of
+    its own source (and says so, ``year_from``); otherwise it stays year-unknown. Ordering across
+    sources uses the year most lines of the evidence show, as an estimate."""
+    by_source = {src.index: Counter(src.years).most_common(1)[0][0] for src in collector.sources if src.years}
+    by_name = {src.name: by_source[src.index] for src in collector.sources if src.index in by_source}
     years = Counter(collector.years)
     years.update(e.time.year for e in collector.events.values() if e.time is not None and e.year_known)
-    if not years:
-        return
-    year = years.most_common(1)[0][0]
+    overall = years.most_common(1)[0][0] if years else None
     for event in collector.events.values():
-        if event.time is not None and not event.year_known:
-            try:
-                event.time = event.time.replace(year=year)
-                event.year_known = True
-            except ValueError:  # Feb 29 in a non-leap year
-                pass
+        own_year = by_source.get(event.source_index)
+        if event.time is not None and not event.year_known and own_year is not None:
+            dated = _with_year(event.time, own_year)
+            if dated is not None:
+                event.time, event.year_known, event.year_from = dated, True, event.source
+        estimate = own_year or overall
+        if event.near_time is not None and not event.near_year_known and estimate is not None:
+            event.near_time = _with_year(event.near_time, estimate) or event.near_time
+            event.near_year_known = True
     for obs in collector.symptoms.values():
         for ref in obs.lines:
-            if ref.time and ref.time.startswith("--"):
-                ref.time = f"{year}-{ref.time[2:]}"
+            if ref.time and ref.time.startswith("--") and ref.source in by_name:
+                ref.time = f"{by_name[ref.source]}-{ref.time[2:]}"
 
 
 def _world_size(environment: dict[str, Any], collector: Collector, extraction: Extraction) -> int | None:
@@ -219,8 +232,9 @@ def _first_error(collector: Collector, extraction: Extraction) -> Event | None:
     primaries = [e for e in errors if not e.secondary]
     first = min(primaries or errors, key=_time_key)
     extraction.first_error = FirstError(rank=first.rank, node=first.node, time=_iso(first.time, first.year_known),
-                                        line=first.text,
-                                        source=first.source, lineno=first.lineno, symptom=first.symptom, rule=first.rule)
+                                        line=first.whole or first.text,
+                                        source=first.source, lineno=first.lineno, symptom=first.symptom, rule=first.rule,
+                                        year_from=first.year_from)
     if primaries:
         collector.decided.add("s.secondary_timeouts")
         victims = [e for e in collector.events.values()
@@ -233,8 +247,8 @@ def _first_error(collector: Collector, extraction: Extraction) -> Event | None:
 
 
 def _after(event: Event, origin: Event) -> bool:
-    if event.time is not None and origin.time is not None:
-        return event.time >= origin.time
+    if event.near_time is not None and origin.near_time is not None:
+        return event.near_time >= origin.near_time
     if event.source_index == origin.source_index:
         return event.order > origin.order
     return True  # different sources without timestamps: a victim line is a victim whatever the order
@@ -358,10 +372,10 @@ def _steps_before(event: Event, collector: Collector) -> tuple[int, bool]:
     """
     numbered = [s for s in (event.max_step, event.source_max_step) if s is not None]
     steps = max(numbered) if numbered else max(event.steps_before, event.source_progress)
-    if steps == 0 and event.time is not None:  # another source (rank 0's log) may show the progress
+    if steps == 0 and event.near_time is not None:  # another source (rank 0's log) may show the progress
         for src in collector.sources:
             if src.index != event.source_index and src.last_progress_time is not None \
-                    and src.first_progress_time is not None and src.first_progress_time <= event.time:
+                    and src.first_progress_time is not None and src.first_progress_time <= event.near_time:
                 steps = max(steps, src.max_step if src.max_step is not None else src.max_stream_progress)
     return steps, steps > 0
 

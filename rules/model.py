@@ -58,6 +58,7 @@ class FirstError:
     lineno: int
     symptom: str | None = None
     rule: str | None = None
+    year_from: str | None = None  # the source whose other stamps gave a year-less stamp its year
 
 
 @dataclass
