@@ -237,3 +237,10 @@ def test_the_first_error_line_is_kept_whole() -> None:
     x = extract_text(long_line)
     assert x.first_error is not None and x.first_error.line == long_line
 
+
+def test_a_watchdog_exception_line_is_not_an_abort() -> None:
+    line = ("[rank1]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 1] Exception (either an error or timeout) detected by "
+            "watchdog at work: 2, last enqueued NCCL work: 2, last completed NCCL work: 1.")
+    x = extract_text(line)
+    assert "s.exit_sigabrt" not in x.symptoms
+    assert x.symptoms["s.nccl_watchdog_timeout"].secondary  # a victim's watchdog report, not a SIGABRT
