@@ -119,6 +119,7 @@ def diagnose_extraction(
         "symptoms": _symptoms(kb, extraction, state, lang),
         "first_error": _first_error(extraction),
         "scope": extraction.scope,
+        "scope_detail": dict(extraction.scope_detail),
         "phase": extraction.phase,
         "context": _context(extraction),
         "config_findings": [

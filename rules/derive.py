@@ -3,9 +3,8 @@
 1. **First error**: the earliest error line by timestamp (then by order), skipping victim lines
    (rules flagged ``secondary``: a peer's watchdog timeout or closed connection after one rank
    died). Victims on other ranks after the origin become ``s.secondary_timeouts``.
-2. **Scope**: which ranks and nodes show the (non-secondary) error symptoms: single-rank,
-   single-node, multi-node or global. "single-rank" needs evidence that other ranks were fine
-   (they printed lines without errors); "global" means every known rank (world size when known).
+2. **Scope** (rules/scope.py): which ranks and nodes show the error, origin and victims apart:
+   single-rank, single-node, multi-node or global.
 3. **Phase**: when the first error happened: launch, first-step, steady, checkpoint, eval or
    exit, from the traceback frames before it, the phase markers and training progress before it.
 
@@ -24,9 +23,10 @@ from typing import Any
 
 import re2
 
-from rules.collect import Collector, Event, Participant
+from rules.collect import Collector, Event
 from rules.matcher import re2_options
 from rules.model import Extraction, FirstError, LineRef, ObservedSymptom
+from rules.scope import attribute_sources, derive_scope
 from rules.settings import Settings
 from rules.units import parse_float
 
@@ -49,10 +49,12 @@ def finish(collector: Collector, evidence: dict[str, Any], settings: Settings, e
     _numeric(collector, cfg, extraction, world)
     _overflow(collector, cfg, extraction, evidence)
     _oom(collector, cfg)
+    attribute_sources(collector)
     first = _first_error(collector, extraction)
-    scope = _scope(collector, cfg, extraction, world, nodes)
-    extraction.scope = scope
-    _emit_exclusive(collector, extraction, SCOPES, scope)
+    scope = derive_scope(collector, cfg, world, nodes)
+    extraction.scope = scope.value
+    extraction.scope_detail = scope.as_dict(world, nodes or extraction.context.nodes)
+    _emit_exclusive(collector, extraction, SCOPES, scope.value)
     phase = _phase(first, collector, cfg) if first is not None else "unknown"
     extraction.phase = phase
     _emit_exclusive(collector, extraction, PHASES, phase)
@@ -154,13 +156,6 @@ def _local_ranks_are_ranks(collector: Collector) -> None:
             collector.ranks_seen.add(participant[2])
 
 
-def _unit(participant: Participant, single_node: bool) -> Participant:
-    """A participant as a rank where possible (one node: local rank = global rank)."""
-    if participant[0] == "n" and single_node and participant[2] is not None:
-        return ("r", participant[2])
-    return participant
-
-
 def _emit_exclusive(collector: Collector, extraction: Extraction, ids: dict[str, str], value: str) -> None:
     """Assert the one symptom for ``value``; the alternatives become known-absent."""
     if value not in ids:
@@ -252,78 +247,6 @@ def _after(event: Event, origin: Event) -> bool:
     if event.source_index == origin.source_index:
         return event.order > origin.order
     return True  # different sources without timestamps: a victim line is a victim whatever the order
-
-
-# ---------------------------------------------------------------------- scope
-
-
-def _scope_units(collector: Collector, cfg: dict[str, Any], single_node: bool) -> tuple[set[Participant], bool]:
-    """The participants that locate the fault, and whether only "global by nature" symptoms were seen.
-
-    Tiers, first non-empty wins: non-victim error lines; victim error lines (a hang: every error line
-    is a victim); warning lines plus the ranks with numeric anomalies (NaN values, metric checks).
-    Symptoms global by nature (the fp16 loss scale is shared by every rank) never locate a fault.
-    """
-    by_nature = set(cfg["scope"]["global_by_nature"])
-    events = [e for e in collector.events.values() if e.symptom not in by_nature and e.participant[0] != "s"]
-    errors = [e for e in events if e.severity == "error"]
-    tiers = [[e for e in errors if not e.secondary], errors,
-             [e for e in events if e.severity == "warning" and not e.secondary]]
-    for tier, events_of_tier in enumerate(tiers):
-        units = {_unit(e.participant, single_node) for e in events_of_tier}
-        if tier == 2:
-            for sid in cfg["scope"]["anomalies"]:
-                obs = collector.symptoms.get(sid)
-                if obs is not None:
-                    units |= {("r", r) for r in obs.ranks}
-        if units:
-            return units, False
-    natured = any(e.symptom in by_nature for e in collector.events.values()) or any(
-        sid in collector.symptoms for sid in by_nature)
-    return set(), natured
-
-
-def _scope(collector: Collector, cfg: dict[str, Any], extraction: Extraction, world: int | None,
-           nodes: int | None) -> str:
-    """single-rank / single-node / multi-node / global over the ranks that locate the fault."""
-    single_node = nodes == 1
-    affected, by_nature = _scope_units(collector, cfg, single_node)
-    if not affected:
-        return "global" if by_nature else "unknown"
-    seen = {_unit(p, single_node) for p in collector.participants} | affected
-    seen |= {("r", rank) for (_, rank) in collector.numbers.series if rank is not None}
-    if world is not None:
-        is_global = world > 1 and len(affected) >= world
-    else:
-        is_global = len(seen) >= cfg["scope"]["min_known_ranks_for_global"] and affected == seen
-    if is_global:
-        return "global"
-    if len(affected) == 1:
-        # one rank shows it; claim "single-rank" only when other ranks were seen and were fine
-        return "single-rank" if len(seen) > 1 and (world is None or world > 1) else "unknown"
-    node_of = _node_map(collector, world, nodes)
-    affected_nodes = {node_of(u) for u in affected}
-    if None in affected_nodes:
-        return "single-node" if single_node else "unknown"
-    return "single-node" if len(affected_nodes) == 1 else "multi-node"
-
-
-def _node_map(collector: Collector, world: int | None, nodes: int | None):
-    real_nodes = {n for n in collector.nodes_seen if not n.startswith("source:")}
-    # rank // ranks-per-node only when no node names are printed (mixing both would double-count nodes)
-    per_node = world // nodes if world and nodes and world % nodes == 0 and not real_nodes else None
-
-    def node_of(unit: Participant) -> str | None:
-        if unit[0] == "n":
-            return None if str(unit[1]).startswith("source:") else unit[1]
-        rank = unit[1]
-        if rank in collector.rank_nodes:
-            return collector.rank_nodes[rank]
-        if per_node:
-            return f"node#{rank // per_node}"
-        return None
-
-    return node_of
 
 
 # ---------------------------------------------------------------------- phase

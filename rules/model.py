@@ -83,6 +83,7 @@ class Extraction:
     supplied_sources: set[str] = field(default_factory=set)  # logs, dmesg, nvidia-smi, metrics, config, environment, description
     first_error: FirstError | None = None
     scope: str = "unknown"  # single-rank | single-node | multi-node | global | unknown
+    scope_detail: dict[str, Any] = field(default_factory=dict)  # origin / victim ranks and nodes (rules/scope.py)
     phase: str = "unknown"  # launch | first-step | steady | checkpoint | eval | exit | unknown
     ranks_seen: set[int] = field(default_factory=set)  # every rank that printed anything
     nodes_seen: set[str] = field(default_factory=set)

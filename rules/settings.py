@@ -41,7 +41,8 @@ _SHAPES: dict[str, dict[str, Any]] = {
         "phase": {"first_step_max_steps": int, "steady_min_steps": int, "oom_after_many_steps": int},
         "symptom_phases": dict, "derived_only": list, "multi_node_only": list,
         "phrases": {"reliability": NUMBER, "negation_window_chars": int, "negations": dict, "clause_breaks": str},
-        "scope": {"min_known_ranks_for_global": int, "global_by_nature": list, "anomalies": list},
+        "scope": {"min_known_ranks_for_global": int, "global_by_nature": list, "anomalies": list,
+                  "between_peers": list},
     },
     "metrics.yaml": {
         "step_time": {"baseline_points": int, "recent_points": int, "up_factor": NUMBER, "util_drop_fraction": NUMBER,
