@@ -12,14 +12,16 @@ LABELS = {
         "fix": "fix", "findings": "Config findings", "next": "Next isolation experiment",
         "outcomes": "outcomes", "unexplained": "unexplained", "similar": "Similar past incidents",
         "warnings": "Warnings", "rank": "rank", "at": "at", "ruled": "Ruled out",
-        "then": "then", "observe": "record with",
+        "then": "then", "observe": "record with", "next_step": "Next step", "regression": "regression check",
+        "no_experiment": "none left above the information floor", "settled": "already answered by the evidence:",
     },
     "zh": {
         "looks": "三看", "first": "第一个错误", "scope": "影响范围", "phase": "阶段", "none": "未发现",
         "causes": "最可能的根因", "for": "支持", "against": "反对", "fix": "修复", "findings": "配置检查",
         "next": "下一步隔离实验", "outcomes": "可能结果", "unexplained": "无法解释",
         "similar": "相似的历史事故", "warnings": "警告", "rank": "rank", "at": "时间", "ruled": "已排除",
-        "then": "则", "observe": "记录方式",
+        "then": "则", "observe": "记录方式", "next_step": "下一步", "regression": "回归检查",
+        "no_experiment": "没有信息增益高于下限的实验", "settled": "证据已给出结果：",
     },
 }
 SCOPES = {"zh": {"single-rank": "单个 rank", "single-node": "单个节点", "multi-node": "多个节点", "global": "全局（所有 rank）",
@@ -84,6 +86,13 @@ def render_text(d: dict[str, Any], lang: str = "en") -> str:
     if d["config_findings"]:
         out += ["", f"{L['findings']}:"]
         out += [f"  [{f['severity']}] {f['key_path']}: {f['message']}" for f in d["config_findings"]]
+    step = d.get("next_step")
+    if step:
+        out += ["", f"{L['next_step']}: {step['title']}"]
+        if step.get("fix"):
+            out.append(f"  {L['fix']}: {step['fix']['title']}")
+        if step.get("regression"):
+            out.append(f"  {L['regression']}: {step['regression']}")
     if d["next_experiments"]:
         e = d["next_experiments"][0]
         out += ["", f"{L['next']}: {e['title']} ({e['cost']})", f"  {e['why']}"]
@@ -94,6 +103,10 @@ def render_text(d: dict[str, Any], lang: str = "en") -> str:
                        f"({o['leading_probability']:.0%}); {L['observe']} --observe {o['observe']}")
         for other in d["next_experiments"][1:]:
             out.append(f"  · {other['title']} ({other['cost']}): {other['why']}")
+    elif not step:
+        out += ["", f"{L['next']}: {L['no_experiment']}"]
+    for x in d.get("settled_experiments") or []:
+        out.append(f"  ✓ {x['id']}: {L['settled']} {x['outcome']} ({x['by']})")
     if d.get("similar_incidents"):
         out += ["", f"{L['similar']}:"]
         out += [f"  {s['id']}: {s['title']} ({s.get('root_cause', '')})" for s in d["similar_incidents"][:3]]
@@ -124,6 +137,11 @@ def render_markdown(d: dict[str, Any], lang: str = "en") -> str:
     if d["config_findings"]:
         out += ["", f"### {L['findings']}", ""]
         out += [f"- **{f['severity']}** `{f['key_path']}`: {f['message']}" for f in d["config_findings"]]
+    step = d.get("next_step")
+    if step:
+        out += ["", f"### {L['next_step']}: {step['title']}", ""]
+        if step.get("regression"):
+            out.append(f"**{L['regression']}**: {step['regression']}")
     if d["next_experiments"]:
         e = d["next_experiments"][0]
         out += ["", f"### {L['next']}: {e['title']}", "", f"{e['why']}", "", "```sh", *e["commands"][:3], "```", ""]

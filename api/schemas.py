@@ -435,7 +435,11 @@ class DiagnosisSchema(_Open):
     phase = fields.String()
     context = fields.Nested(ContextSchema)
     config_findings = fields.List(fields.Nested(ConfigFindingSchema))
+    next_step = fields.Dict(allow_none=True, metadata={
+        "description": "above the confidence threshold: {kind: fix, cause, title, fix, regression}"})
     next_experiments = fields.List(fields.Nested(ExperimentProposalSchema))
+    settled_experiments = fields.List(fields.Dict(), metadata={
+        "description": "experiments the evidence already answers: [{id, outcome, by, observe}]"})
     observations = fields.Dict(keys=fields.String(), values=fields.Boolean())
     observation_history = fields.List(fields.Nested(HistoryEntrySchema))
     similar_incidents = fields.List(fields.Dict())

@@ -15,7 +15,7 @@ from typing import Any
 from kb.errors import DsdoctorError
 from kb.inference import EvidenceState, Ranking, engine_settings, rank
 from kb.model import KnowledgeBase, Text
-from kb.planner import propose
+from kb.planner import plan
 from rules.model import Extraction
 
 #: how many evidence lines of each symptom a diagnosis carries
@@ -105,7 +105,7 @@ def diagnose_extraction(
 
     ranking = rank(kb, state, site_counts)
     done = {exp for exp, _, _ in state.outcomes}
-    proposals = propose(kb, ranking.posterior, done, top=3)
+    steps = plan(kb, ranking.posterior, state.present, done, top=3)
     observed_ids = sorted(s for s in state.present if s in kb.symptoms)
     similar_items = similar(observed_ids, description) if similar else []
     return {
@@ -127,7 +127,10 @@ def diagnose_extraction(
              "key_path": f.key_path, "symptom": f.symptom}
             for f in extraction.config_findings
         ],
-        "next_experiments": [_proposal(kb, p, lang) for p in proposals],
+        "next_step": _fix_step(kb, steps.fix_cause, lang) if steps.fix_cause else None,
+        "next_experiments": [_proposal(kb, p, lang) for p in steps.proposals],
+        "settled_experiments": [{"id": x.experiment, "outcome": x.outcome, "by": x.symptom,
+                                 "observe": f"{x.experiment}={x.outcome}"} for x in steps.settled],
         "observations": dict(observations or {}),
         "similar_incidents": similar_items,
         "warnings": warnings + list(extraction.warnings),
@@ -324,6 +327,19 @@ def _proposal(kb: KnowledgeBase, p, lang: str) -> dict[str, Any]:
              "leading_probability": round(f.leading_probability, 4)}
             for f in p.outcomes
         ],
+    }
+
+
+def _fix_step(kb: KnowledgeBase, cause_id: str, lang: str) -> dict[str, Any]:
+    """The next step once the leading cause is above the confidence threshold: its fix, then its regression check."""
+    cause = kb.causes[cause_id]
+    fix = cause.fixes[0] if cause.fixes else None
+    title = {"en": f"Apply the fix for {cause_id} and run its regression check",
+             "zh": f"应用 {cause_id} 的修复并执行回归检查"}
+    return {
+        "kind": "fix", "cause": cause_id, "title": title.get(lang, title["en"]),
+        "fix": {"title": _t(fix.title, lang), "kind": fix.kind, "snippet": fix.snippet} if fix else None,
+        "regression": _t(cause.regression, lang),
     }
 
 
