@@ -61,6 +61,37 @@ def _first_error_lines(d: dict[str, Any], lang: str, indent: str) -> list[str]:
     return [f"[{where}]" if where else "", *[indent + part for part in wrapped]]
 
 
+def outcome_effect(o: dict[str, Any], now: dict[str, Any] | None, lang: str) -> str:
+    """What recording this outcome would change, said plainly."""
+    cause, p = o.get("leading_cause") or "–", o.get("leading_probability") or 0.0
+    if now and now.get("id") == cause:
+        if lang == "zh":
+            return f"{cause} 仍居首位，概率变为 {p:.0%}（当前 {now['probability']:.0%}）"
+        return f"{cause} stays the leading cause, at {p:.0%} (now {now['probability']:.0%})"
+    if lang == "zh":
+        return f"{cause} 将成为首要根因（{p:.0%}）"
+    return f"{cause} would become the leading cause ({p:.0%})"
+
+
+def _steps_text(e: dict[str, Any]) -> list[str]:
+    """Shell lines as ``$ ...``; Python, config fragments and flags as indented blocks that say what they are."""
+    out = []
+    label = {"python": "Python:", "config": "ds_config:", "args": "add to the launch command:"}
+    previous = None
+    for step in (e.get("steps") or [{"kind": "shell", "text": c} for c in e["commands"]])[:4]:
+        kind = step.get("kind", "shell")
+        if kind == "shell":
+            out.append(f"  $ {step['text']}")
+        else:
+            if kind != previous:
+                out.append(f"  {label.get(kind, kind)}")
+            out.append(f"      {step['text']}")
+        if step.get("note"):
+            out.append(f"    ({step['note']})")
+        previous = kind
+    return out
+
+
 def render_text(d: dict[str, Any], lang: str = "en") -> str:
     """The diagnosis for a person at a terminal."""
     L = LABELS[lang]
@@ -96,11 +127,12 @@ def render_text(d: dict[str, Any], lang: str = "en") -> str:
     if d["next_experiments"]:
         e = d["next_experiments"][0]
         out += ["", f"{L['next']}: {e['title']} ({e['cost']})", f"  {e['why']}"]
-        out += [f"  $ {cmd}" for cmd in e["commands"][:3]]
+        out += _steps_text(e)
         out.append(f"  {L['outcomes']}:")
+        now = d["causes"][0] if d["causes"] else None
         for o in e["outcomes"]:
-            out.append(f"    {o['probability']:5.0%} {o['title']}  → {L['then']} {o['leading_cause']} "
-                       f"({o['leading_probability']:.0%}); {L['observe']} --observe {o['observe']}")
+            out.append(f"    {o['probability']:5.0%} {o['title']}")
+            out.append(f"          → {outcome_effect(o, now, lang)}; {L['observe']} --observe {o['observe']}")
         for other in d["next_experiments"][1:]:
             out.append(f"  · {other['title']} ({other['cost']}): {other['why']}")
     elif not step:
@@ -113,6 +145,18 @@ def render_text(d: dict[str, Any], lang: str = "en") -> str:
     if d.get("warnings"):
         out += ["", f"{L['warnings']}:"] + [f"  ! {w}" for w in d["warnings"][:10]]
     return "\n".join(out) + "\n"
+
+
+def _grouped(steps: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
+    """Consecutive steps of one kind, so each kind gets its own code block."""
+    out: list[tuple[str, list[str]]] = []
+    for step in steps[:4]:
+        kind = step.get("kind", "shell")
+        if out and out[-1][0] == kind:
+            out[-1][1].append(step["text"])
+        else:
+            out.append((kind, [step["text"]]))
+    return out
 
 
 def render_markdown(d: dict[str, Any], lang: str = "en") -> str:
@@ -144,7 +188,11 @@ def render_markdown(d: dict[str, Any], lang: str = "en") -> str:
             out.append(f"**{L['regression']}**: {step['regression']}")
     if d["next_experiments"]:
         e = d["next_experiments"][0]
-        out += ["", f"### {L['next']}: {e['title']}", "", f"{e['why']}", "", "```sh", *e["commands"][:3], "```", ""]
-        out += [f"- {o['title']} ({o['probability']:.0%}) → `{o['leading_cause']}`; `--observe {o['observe']}`"
+        out += ["", f"### {L['next']}: {e['title']}", "", f"{e['why']}", ""]
+        fence = {"shell": "sh", "python": "python", "config": "json", "args": "sh"}
+        for kind, texts in _grouped(e.get("steps") or [{"kind": "shell", "text": c} for c in e["commands"]][:4]):
+            out += [f"```{fence.get(kind, 'text')}", *texts, "```", ""]
+        now = d["causes"][0] if d["causes"] else None
+        out += [f"- {o['title']} ({o['probability']:.0%}): {outcome_effect(o, now, lang)}; `--observe {o['observe']}`"
                 for o in e["outcomes"]]
     return "\n".join(out) + "\n"

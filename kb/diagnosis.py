@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from kb.commands import steps as command_steps
 from kb.errors import DsdoctorError
 from kb.inference import EvidenceState, Ranking, engine_settings, rank
 from kb.model import KnowledgeBase, Text
@@ -128,7 +129,7 @@ def diagnose_extraction(
             for f in extraction.config_findings
         ],
         "next_step": _fix_step(kb, steps.fix_cause, lang) if steps.fix_cause else None,
-        "next_experiments": [_proposal(kb, p, lang) for p in steps.proposals],
+        "next_experiments": [_proposal(kb, p, lang, extraction) for p in steps.proposals],
         "settled_experiments": [{"id": x.experiment, "outcome": x.outcome, "by": x.symptom,
                                  "observe": f"{x.experiment}={x.outcome}"} for x in steps.settled],
         "observations": dict(observations or {}),
@@ -294,11 +295,13 @@ def shown_time(iso: str | None, year_from: str | None = None) -> str | None:
 def _context(extraction: Extraction) -> dict[str, Any]:
     c = extraction.context
     return {"precision": c.precision, "zero_stage": c.zero_stage, "offload": c.offload, "nodes": c.nodes,
-            "world_size": c.world_size, "gpu": c.gpu, "versions": dict(c.versions)}
+            "world_size": c.world_size, "gpu": c.gpu, "versions": dict(c.versions), "script": c.script,
+            "launcher": c.launcher, "config_file": c.config_file}
 
 
-def _proposal(kb: KnowledgeBase, p, lang: str) -> dict[str, Any]:
+def _proposal(kb: KnowledgeBase, p, lang: str, extraction: Extraction) -> dict[str, Any]:
     e = p.experiment
+    runs = command_steps(e.commands, e.command_kinds, extraction.context)
     titles = {o.id: _t(o.title, lang) for o in e.outcomes}
     gpus = f"{e.cost_gpus} GPU{'s' if e.cost_gpus != 1 else ''}" if e.cost_gpus else "no GPU"
     cost = f"{e.cost_minutes:g} min, {gpus}" if lang != "zh" else f"{e.cost_minutes:g} 分钟，{e.cost_gpus} 张 GPU"
@@ -312,7 +315,8 @@ def _proposal(kb: KnowledgeBase, p, lang: str) -> dict[str, Any]:
         "id": e.id,
         "title": _t(e.title, lang),
         "how": _t(e.how, lang),
-        "commands": list(e.commands),
+        "commands": [step["text"] for step in runs],
+        "steps": runs,
         "cost": cost,
         "cost_minutes": e.cost_minutes,
         "cost_gpus": e.cost_gpus,

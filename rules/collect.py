@@ -17,6 +17,7 @@ from typing import Any
 import re2
 
 from rules.context import LineContext, SourceHint
+from rules.jobfacts import JobFacts, read_command, read_frame
 from rules.matcher import RuleMatch, re2_options
 from rules.model import LineRef, ObservedSymptom
 from rules.numeric import NumericFacts
@@ -158,6 +159,7 @@ class Collector:
         self.order = 0
         self.sources: list[SourceState] = []
         self.years: dict[int, int] = {}  # year -> lines with a full date (for year-less timestamps)
+        self.job = JobFacts()
 
     # ------------------------------------------------------------------ sources
 
@@ -358,6 +360,9 @@ class Collector:
                 stream.traceback_at = lineno
             if len(stream.frames) < self.max_frames:
                 stream.frames.append((lineno, str(groups.get("func", "")), str(groups.get("file", ""))))
+            read_frame(str(groups.get("file", "")), str(groups.get("func", "")), self.job)
+        elif kind == "launch_command":
+            read_command(str(groups.get("command", "")), self.job)
         elif kind == "version":
             for name, value in groups.items():
                 if name.endswith("_version") and isinstance(value, str):

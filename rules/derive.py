@@ -50,6 +50,9 @@ def finish(collector: Collector, evidence: dict[str, Any], settings: Settings, e
     _overflow(collector, cfg, extraction, evidence)
     _oom(collector, cfg)
     attribute_sources(collector)
+    job = collector.job
+    extraction.context.script, extraction.context.launcher = job.script, job.launcher
+    extraction.context.config_file = job.config_file
     first = _first_error(collector, extraction)
     scope = derive_scope(collector, cfg, world, nodes)
     extraction.scope = scope.value

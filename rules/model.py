@@ -72,6 +72,9 @@ class JobContext:
     world_size: int | None = None
     gpu: str | None = None
     versions: dict[str, str] = field(default_factory=dict)
+    script: str | None = None  # the job's training script, from its launch command or tracebacks
+    launcher: str | None = None  # deepspeed | torchrun | accelerate launch | ...
+    config_file: str | None = None  # the DeepSpeed config file the launch command names
 
 
 @dataclass
