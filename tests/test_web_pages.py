@@ -522,3 +522,21 @@ def test_register_web_is_idempotent(app):
 def test_api_errors_stay_problem_json(client):
     response = client.get("/v1/incidents/NO-SUCH-1")
     assert response.status_code == 404 and response.mimetype == "application/problem+json"
+
+
+def test_outcome_buttons_say_plainly_what_the_answer_would_change(client, app):
+    # issue 15: "... activations - 16% likely; then memory.leak_across_steps leads" read as a contradiction
+    diagnosis_id = diagnose(client)
+    store = app.extensions["dsdoctor"]["services"]
+    with app.app_context():
+        d = store.diagnoses().get(diagnosis_id).diagnosis
+    html = client.get(f"/diagnoses/{diagnosis_id}").get_data(as_text=True)
+    assert "likely; then" not in html
+    top = d["causes"][0]["id"]
+    outcomes = [o for x in d["next_experiments"] for o in x["outcomes"]]
+    assert outcomes
+    for o in outcomes:
+        if o["leading_cause"] == top:
+            assert f"This answer keeps {top} the leading cause" in html
+        else:
+            assert f"This answer would make {o['leading_cause']} the leading cause" in html
