@@ -77,7 +77,7 @@ def _site_history():
         return None, None
 
     def similar(symptoms: list[str], text: str) -> list[dict]:
-        return store.similar(symptoms=symptoms, text=text, limit=3) if (symptoms or text) else []
+        return store.similar(symptoms=symptoms, text=text, limit=10) if (symptoms or text) else []
 
     return store.site_cause_counts(), similar
 

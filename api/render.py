@@ -141,7 +141,9 @@ def render_text(d: dict[str, Any], lang: str = "en") -> str:
         out.append(f"  ✓ {x['id']}: {L['settled']} {x['outcome']} ({x['by']})")
     if d.get("similar_incidents"):
         out += ["", f"{L['similar']}:"]
-        out += [f"  {s['id']}: {s['title']} ({s.get('root_cause', '')})" for s in d["similar_incidents"][:3]]
+        out += [f"  {s['id']}: {s['title']} ({s.get('root_cause', '')}; {s.get('score', 0):.2f}"
+                + (f"; shares {', '.join(s['shared_symptoms'][:4])}" if s.get("shared_symptoms") else "") + ")"
+                for s in d["similar_incidents"][:3]]
     if d.get("warnings"):
         out += ["", f"{L['warnings']}:"] + [f"  ! {w}" for w in d["warnings"][:10]]
     return "\n".join(out) + "\n"

@@ -14,6 +14,7 @@ from typing import Any
 
 from kb.commands import steps as command_steps
 from kb.errors import DsdoctorError
+from kb.incidents.similar import for_diagnosis
 from kb.inference import EvidenceState, Ranking, engine_settings, rank
 from kb.model import KnowledgeBase, Text
 from kb.planner import plan
@@ -108,7 +109,7 @@ def diagnose_extraction(
     done = {exp for exp, _, _ in state.outcomes}
     steps = plan(kb, ranking.posterior, state.present, done, top=3)
     observed_ids = sorted(s for s in state.present if s in kb.symptoms)
-    similar_items = similar(observed_ids, description) if similar else []
+    similar_items = for_diagnosis(similar(observed_ids, description), observed_ids, _mechanisms_of(kb)) if similar else []
     return {
         "id": diagnosis_id or new_id(),
         "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -332,6 +333,23 @@ def _proposal(kb: KnowledgeBase, p, lang: str, extraction: Extraction) -> dict[s
             for f in p.outcomes
         ],
     }
+
+
+#: a symptom produced by more mechanisms than this (a CUDA OOM, a non-zero exit) names no mechanism
+SPECIFIC_MECHANISMS = 3
+
+
+def _mechanisms_of(kb: KnowledgeBase) -> dict[str, set[str]]:
+    """symptom -> the mechanisms it points at, for symptoms specific enough (built once per knowledge base)."""
+    table = kb.cache.get("mechanisms_of")
+    if table is None:
+        table = {}
+        for mechanism in kb.mechanisms.values():
+            for sid in mechanism.symptoms:
+                table.setdefault(sid, set()).add(mechanism.id)
+        table = {sid: ms for sid, ms in table.items() if len(ms) <= SPECIFIC_MECHANISMS}
+        kb.cache["mechanisms_of"] = table
+    return table
 
 
 def _fix_step(kb: KnowledgeBase, cause_id: str, lang: str) -> dict[str, Any]:
