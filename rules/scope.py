@@ -145,14 +145,16 @@ def derive_scope(collector: Collector, cfg: dict[str, Any], world: int | None, n
             sid in collector.symptoms for sid in by_nature)
         out.value = "global" if natured else "unknown"
         return out
-    out.value = _value(affected, collector, settings, world, single_node, node_of)
+    seen = {unit(p, single_node) for p in collector.participants}
+    seen |= {("r", rank) for (_, rank) in collector.numbers.series if rank is not None}
+    seen = _merge(seen, collector, node_of, world, nodes) | affected
+    out.value = _value(affected, seen, settings, world, single_node, node_of)
     return out
 
 
-def _value(affected: set[Participant], collector: Collector, settings: dict[str, Any], world: int | None,
+def _value(affected: set[Participant], seen: set[Participant], settings: dict[str, Any], world: int | None,
            single_node: bool, node_of) -> str:
-    seen = {unit(p, single_node) for p in collector.participants} | affected
-    seen |= {("r", rank) for (_, rank) in collector.numbers.series if rank is not None}
+    """The scope value of the ``affected`` units among every unit ``seen`` (both merged)."""
     if world is not None:
         is_global = world > 1 and len(affected) >= world
     else:
@@ -164,8 +166,18 @@ def _value(affected: set[Participant], collector: Collector, settings: dict[str,
     if len(known_nodes) >= 2:
         return "multi-node"  # true whatever the units of unknown node are
     if len(affected) == 1:
-        # one rank shows it; claim "single-rank" only when other ranks were seen and were fine
-        return "single-rank" if len(seen) > 1 and (world is None or world > 1) else "unknown"
+        # one rank shows it; claim "single-rank" only when other ranks were seen and were fine ...
+        if len(seen) < 2 or (world is not None and world < 2):
+            return "unknown"
+        (only,) = affected
+        node = node_of(only)
+        if node is None or single_node:
+            return "single-rank"
+        # ... on its own node too: a node whose other ranks left no lines may have failed whole
+        others = seen - affected
+        if any(node_of(u) == node for u in others):
+            return "single-rank"
+        return "single-node" if any(node_of(u) not in (None, node) for u in others) else "unknown"
     if None in affected_nodes:
         return "single-node" if single_node else "unknown"
     return "single-node"

@@ -83,3 +83,13 @@ def test_a_per_node_log_puts_its_unprefixed_rank_lines_on_its_node() -> None:
               "gpu-b": [_nccl("gpu-b", "NCCL INFO Bootstrap : Using ib0:10.0.0.2<0>"), _step(8)]},
              world_size=16, nodes=2)
     assert x.first_error is not None and (x.first_error.rank, x.first_error.node) == (0, "gpu-a")
+
+
+def test_one_failing_rank_whose_node_left_no_other_lines_is_single_node_not_single_rank() -> None:
+    # node-b's other seven ranks printed nothing: they may have failed the same way
+    x = _run({
+        "node-a": [_nccl("node-a", "NCCL INFO Bootstrap : Using ens5:10.1.0.11<0>")],
+        "node-b": [_nccl("node-b", "NCCL INFO Bootstrap : Using ens5:10.1.0.12<0>"), f"[rank8]:{OOM}"],
+    }, world_size=16, nodes=2)
+    assert x.scope == "single-node"
+    assert x.scope_detail["origin"] == {"ranks": [8], "nodes": ["node-b"]}
