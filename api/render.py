@@ -149,7 +149,7 @@ def render_text(d: dict[str, Any], lang: str = "en") -> str:
     return "\n".join(out) + "\n"
 
 
-def _grouped(steps: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
+def grouped_steps(steps: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
     """Consecutive steps of one kind, so each kind gets its own code block."""
     out: list[tuple[str, list[str]]] = []
     for step in steps[:4]:
@@ -192,7 +192,7 @@ def render_markdown(d: dict[str, Any], lang: str = "en") -> str:
         e = d["next_experiments"][0]
         out += ["", f"### {L['next']}: {e['title']}", "", f"{e['why']}", ""]
         fence = {"shell": "sh", "python": "python", "config": "json", "args": "sh"}
-        for kind, texts in _grouped(e.get("steps") or [{"kind": "shell", "text": c} for c in e["commands"]][:4]):
+        for kind, texts in grouped_steps(e.get("steps") or [{"kind": "shell", "text": c} for c in e["commands"]][:4]):
             out += [f"```{fence.get(kind, 'text')}", *texts, "```", ""]
         now = d["causes"][0] if d["causes"] else None
         out += [f"- {o['title']} ({o['probability']:.0%}): {outcome_effect(o, now, lang)}; `--observe {o['observe']}`"
