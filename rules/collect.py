@@ -362,7 +362,7 @@ class Collector:
                 stream.frames.append((lineno, str(groups.get("func", "")), str(groups.get("file", ""))))
             read_frame(str(groups.get("file", "")), str(groups.get("func", "")), self.job)
         elif kind == "launch_command":
-            read_command(str(groups.get("command", "")), self.job)
+            read_command(str(groups.get("command") or groups.get("spawned") or ""), self.job)
         elif kind == "version":
             for name, value in groups.items():
                 if name.endswith("_version") and isinstance(value, str):

@@ -23,11 +23,15 @@ class JobFacts:
 
 
 def read_command(command: str, facts: JobFacts) -> None:
-    """Fill ``facts`` from a launch command line (``cmd = ...`` of the DeepSpeed runner, ``+ torchrun ...``)."""
-    try:
-        tokens = shlex.split(command)
-    except ValueError:
-        tokens = command.split()
+    """Fill ``facts`` from a launch command line (``cmd = ...`` of the DeepSpeed runner, ``+ torchrun ...``,
+    or the launcher's ``spawned with command: ['python', '-u', 'sft.py', ...]``)."""
+    if command.startswith("["):  # the DeepSpeed launcher prints the command as a Python list
+        tokens = [t.strip(" '\"") for t in command.strip("[]").split(",")]
+    else:
+        try:
+            tokens = shlex.split(command)
+        except ValueError:
+            tokens = command.split()
     for needle, name in _LAUNCHERS:
         if any(needle in t for t in tokens[:6]):
             facts.launcher = facts.launcher or name

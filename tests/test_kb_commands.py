@@ -67,3 +67,11 @@ def test_every_experiment_command_of_the_knowledge_base_has_a_kind(real_kb) -> N
         for text, kind in zip(experiment.commands, experiment.command_kinds, strict=True):
             if kind == "shell":
                 assert not text.startswith(("torch.", "model.", "print(", "{", "--")), (experiment.id, text)
+
+
+def test_the_deepspeed_launchers_spawned_command_names_script_and_config() -> None:
+    from rules.jobfacts import JobFacts, read_command
+
+    facts = JobFacts()
+    read_command("['/usr/bin/python3', '-u', 'sft.py', '--local_rank=0', '--deepspeed', 'ds_z3_offload.json']", facts)
+    assert (facts.script, facts.config_file) == ("sft.py", "ds_z3_offload.json")
