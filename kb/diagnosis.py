@@ -114,7 +114,7 @@ def diagnose_extraction(
         "id": diagnosis_id or new_id(),
         "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "lang": lang,
-        "summary": _summary(kb, ranking, lang),
+        "summary": _summary(kb, ranking, lang, bool(steps.proposals)),
         "causes": [_cause(kb, rc, extraction, lang, site_counts) for rc in ranking.causes[:top]],
         "unexplained": round(ranking.unexplained, 4),
         "ruled_out": [{"id": cid, "reason": reason} for cid, reason in ranking.ruled_out],
@@ -147,7 +147,7 @@ def _t(text: Text | None, lang: str) -> str:
     return text.get(lang) if text else ""
 
 
-def _summary(kb: KnowledgeBase, ranking: Ranking, lang: str) -> dict[str, Any]:
+def _summary(kb: KnowledgeBase, ranking: Ranking, lang: str, experiments_left: bool = True) -> dict[str, Any]:
     settings = engine_settings()
     best = ranking.causes[0] if ranking.causes else None
     if ranking.unexplained >= settings["unexplained_dominates"] or best is None:
@@ -173,6 +173,13 @@ def _summary(kb: KnowledgeBase, ranking: Ranking, lang: str) -> dict[str, Any]:
             "run the next experiment to separate the candidates.",
             "zh": f"首要候选：{best.id} — {title.zh}（{best.probability:.0%}）；请执行下一步隔离实验以区分候选根因。",
         }
+        if not experiments_left:  # nothing above the information floor: say what would help instead
+            text = {
+                "en": f"Leading candidate {best.id} — {title.en} ({best.probability:.0%}); no experiment left "
+                "would change that much: add evidence (logs of other ranks, dmesg) or record what you know with --observe.",
+                "zh": f"首要候选：{best.id} — {title.zh}（{best.probability:.0%}）；已没有能明显改变排序的实验："
+                "请补充证据（其他 rank 的日志、dmesg）或用 --observe 记录已知事实。",
+            }
     return {"verdict": verdict, "text": text[lang if lang in text else "en"]}
 
 

@@ -71,3 +71,10 @@ def test_plan_skips_what_was_done_and_what_is_settled(real_kb) -> None:
     ids = {p.experiment.id for p in steps.proposals}
     assert ids and not ids & {"x.single_gpu_repro", "x.dmesg_check", "x.watch_host_memory"}
     assert steps.fix_cause is None
+
+
+def test_when_no_experiment_is_left_the_summary_does_not_ask_for_one(real_kb) -> None:
+    d = _diagnose(GPU_LOST, real_kb)
+    assert d["next_experiments"] == [] and d["next_step"] is None  # 88 %, every check settled or below the floor
+    assert "run the next experiment" not in d["summary"]["text"]
+    assert "no experiment left" in d["summary"]["text"]
