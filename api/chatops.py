@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from api.render import grouped_steps, outcome_effect
 from kb.errors import DsdoctorError
 
 #: Slack refuses a request older than this (replay protection), in seconds
@@ -327,17 +328,24 @@ def _require_diagnosis(did: str, ctx: ChatContext, lang: str) -> dict[str, Any]:
 
 
 def _short(text: str, limit: int) -> str:
+    """``text`` cut at the last word boundary before ``limit`` (never mid-word), with an ellipsis."""
     text = text or ""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip() + " …"
 
 
-def _experiment_md(e: dict[str, Any], did: str, lang: str) -> str:
+def _experiment_md(e: dict[str, Any], did: str, lang: str, now: dict[str, Any] | None = None) -> str:
     head = ("Next experiment" if lang == "en" else "下一步实验") + f": **{e['title']}** ({e['cost']})"
     lines = [head, e["why"]]
-    if e.get("commands"):
-        lines.append("```\n" + "\n".join(e["commands"][:3]) + "\n```")
+    steps = e.get("steps") or [{"kind": "shell", "text": c} for c in e.get("commands", [])]
+    fence = {"shell": "sh", "python": "python", "config": "json", "args": "sh"}
+    for kind, texts in grouped_steps(steps[:3]):
+        lines.append(f"```{fence.get(kind, '')}\n" + "\n".join(texts) + "\n```")
     for o in e.get("outcomes", []):
-        lines.append(f"- {o['title']} ({o['probability']:.0%}) → `{o['leading_cause']}`: "
+        lines.append(f"- {o['title']} ({o['probability']:.0%}): {outcome_effect(o, now, lang)}; "
                      f"`observe {did} {o['observe']}`")
     return "\n".join(lines)
 
@@ -351,6 +359,8 @@ def _diagnosis_answer(d: dict[str, Any], ctx: ChatContext, lang: str, note: str 
     fe = d.get("first_error")
     if fe:
         where = f"rank {fe['rank']}" if fe.get("rank") is not None else (fe.get("source") or "")
+        if fe.get("time_shown"):
+            where += f", {fe['time_shown']}"
         label = "First error" if lang == "en" else "第一个错误"
         parts.append(f"*{label}* ({u(where)}): `{uc(_short(fe['line'], 300).replace('`', ''))}`")
     label = "Top causes" if lang == "en" else "最可能的根因"
@@ -358,7 +368,7 @@ def _diagnosis_answer(d: dict[str, Any], ctx: ChatContext, lang: str, note: str 
                              for i, c in enumerate(d["causes"][:3], 1)]
     parts.append("\n".join(rows))
     if d.get("next_experiments"):
-        parts.append(_experiment_md(d["next_experiments"][0], d["id"], lang))
+        parts.append(_experiment_md(d["next_experiments"][0], d["id"], lang, (d.get("causes") or [None])[0]))
     link = f"{ctx.base_url.rstrip('/')}/diagnoses/{d['id']}" if ctx.base_url else f"id `{d['id']}`"
     parts.append(("Full diagnosis: " if lang == "en" else "完整诊断：") + link)
     markdown = "\n\n".join(parts)

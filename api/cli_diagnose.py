@@ -30,10 +30,16 @@ def diagnose(logs, evidence_path, config_path, metrics_path, description, observ
 
     \b
     Examples:
-      dsdoctor diagnose seed_cases/*/rank*.log
-      dsdoctor diagnose train.log --config ds_config.json --describe "只有 3 号卡 OOM" --lang zh
-      dsdoctor diagnose --evidence evidence.json --format json
-      dsdoctor diagnose train.log --observe x.single_gpu_repro=does_not_reproduce
+      dsdoctor diagnose seed_cases/only-rank-3-ooms-on-an-8-gpu-node-while-a-stale-process-holds-its-gpu/*.log
+      dsdoctor diagnose seed_cases/every-rank-ooms-in-attention-forward-after-raising-sequence-length-to-16k/train.log \\
+        --config seed_cases/every-rank-ooms-in-attention-forward-after-raising-sequence-length-to-16k/ds_config.json \\
+        --describe "序列长度改成 16k 后每张卡都 OOM" --lang zh
+      dsdoctor diagnose seed_cases/rank-0-ooms-while-consolidating-16-bit-weights-of-a-zero-3-model-at-save/rank0.log \\
+        --format json
+      dsdoctor diagnose seed_cases/only-rank-3-ooms-on-an-8-gpu-node-while-a-stale-process-holds-its-gpu/torchrun.log \\
+        --observe x.list_gpu_processes=foreign_process
+
+    One case per command: logs of unrelated jobs given together are read as one job.
     """
     from api.cli_rules import use_disk_cache
     from api.render import render_markdown, render_text
@@ -71,7 +77,7 @@ def _site_history():
         return None, None
 
     def similar(symptoms: list[str], text: str) -> list[dict]:
-        return store.similar(symptoms=symptoms, text=text, limit=3) if (symptoms or text) else []
+        return store.similar(symptoms=symptoms, text=text, limit=10) if (symptoms or text) else []
 
     return store.site_cause_counts(), similar
 

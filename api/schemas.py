@@ -364,8 +364,13 @@ class SymptomResultSchema(_Open):
 class FirstErrorSchema(_Open):
     rank = fields.Integer(allow_none=True)
     node = fields.String(allow_none=True)
-    time = fields.String(allow_none=True)
-    line = fields.String()
+    time = fields.String(allow_none=True, metadata={
+        "description": "the line's own stamp (ISO 8601; '--MM-DDThh:mm:ss' when it has no year), or null"})
+    time_shown = fields.String(allow_none=True, metadata={"description": "the time for people, e.g. "
+                                                          "'07-02 13:20:41.220 (year unknown)'"})
+    year = fields.String(allow_none=True, metadata={"description": "stated | borrowed (from other lines of the "
+                                                    "same source) | unknown"})
+    line = fields.String(metadata={"description": "the whole line"})
     source = fields.String()
     lineno = fields.Integer()
     symptom = fields.String(allow_none=True)
@@ -380,6 +385,9 @@ class ContextSchema(_Open):
     world_size = fields.Integer(allow_none=True)
     gpu = fields.String(allow_none=True)
     versions = fields.Dict(keys=fields.String(), values=fields.String())
+    script = fields.String(allow_none=True)
+    launcher = fields.String(allow_none=True)
+    config_file = fields.String(allow_none=True)
 
 
 class ConfigFindingSchema(_Open):
@@ -404,6 +412,7 @@ class ExperimentProposalSchema(_Open):
     title = fields.String()
     how = fields.String()
     commands = fields.List(fields.String())
+    steps = fields.List(fields.Dict(), metadata={"description": "[{kind: shell|python|config|args, text, note?}]"})
     cost = fields.String()
     cost_minutes = fields.Float()
     cost_gpus = fields.Integer()
@@ -437,10 +446,16 @@ class DiagnosisSchema(_Open):
     symptoms = fields.List(fields.Nested(SymptomResultSchema))
     first_error = fields.Nested(FirstErrorSchema, allow_none=True)
     scope = fields.String()
+    scope_detail = fields.Dict(metadata={"description": "{origin: {ranks, nodes}, victims: {ranks, nodes}, "
+                                                        "world_size, nodes}"})
     phase = fields.String()
     context = fields.Nested(ContextSchema)
     config_findings = fields.List(fields.Nested(ConfigFindingSchema))
+    next_step = fields.Dict(allow_none=True, metadata={
+        "description": "above the confidence threshold: {kind: fix, cause, title, fix, regression}"})
     next_experiments = fields.List(fields.Nested(ExperimentProposalSchema))
+    settled_experiments = fields.List(fields.Dict(), metadata={
+        "description": "experiments the evidence already answers: [{id, outcome, by, observe}]"})
     observations = fields.Dict(keys=fields.String(), values=fields.Boolean())
     observation_history = fields.List(fields.Nested(HistoryEntrySchema))
     similar_incidents = fields.List(fields.Dict())

@@ -119,7 +119,7 @@ class Services:
         if store is None:
             return []
         try:
-            return store.similar(symptoms=symptoms, text=text or None)
+            return store.similar(symptoms=symptoms, text=text or None, limit=10)
         except Exception:
             log.exception("similar incidents failed")
             return []

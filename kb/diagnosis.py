@@ -12,10 +12,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from kb.commands import steps as command_steps
 from kb.errors import DsdoctorError
+from kb.incidents.similar import for_diagnosis
 from kb.inference import EvidenceState, Ranking, engine_settings, rank
 from kb.model import KnowledgeBase, Text
-from kb.planner import propose
+from kb.planner import plan
 from rules.model import Extraction
 
 #: how many evidence lines of each symptom a diagnosis carries
@@ -105,20 +107,21 @@ def diagnose_extraction(
 
     ranking = rank(kb, state, site_counts)
     done = {exp for exp, _, _ in state.outcomes}
-    proposals = propose(kb, ranking.posterior, done, top=3)
+    steps = plan(kb, ranking.posterior, state.present, done, top=3)
     observed_ids = sorted(s for s in state.present if s in kb.symptoms)
-    similar_items = similar(observed_ids, description) if similar else []
+    similar_items = for_diagnosis(similar(observed_ids, description), observed_ids, _mechanisms_of(kb)) if similar else []
     return {
         "id": diagnosis_id or new_id(),
         "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "lang": lang,
-        "summary": _summary(kb, ranking, lang),
+        "summary": _summary(kb, ranking, lang, bool(steps.proposals)),
         "causes": [_cause(kb, rc, extraction, lang, site_counts) for rc in ranking.causes[:top]],
         "unexplained": round(ranking.unexplained, 4),
         "ruled_out": [{"id": cid, "reason": reason} for cid, reason in ranking.ruled_out],
         "symptoms": _symptoms(kb, extraction, state, lang),
         "first_error": _first_error(extraction),
         "scope": extraction.scope,
+        "scope_detail": dict(extraction.scope_detail),
         "phase": extraction.phase,
         "context": _context(extraction),
         "config_findings": [
@@ -126,7 +129,10 @@ def diagnose_extraction(
              "key_path": f.key_path, "symptom": f.symptom}
             for f in extraction.config_findings
         ],
-        "next_experiments": [_proposal(kb, p, lang) for p in proposals],
+        "next_step": _fix_step(kb, steps.fix_cause, lang) if steps.fix_cause else None,
+        "next_experiments": [_proposal(kb, p, lang, extraction) for p in steps.proposals],
+        "settled_experiments": [{"id": x.experiment, "outcome": x.outcome, "by": x.symptom,
+                                 "observe": f"{x.experiment}={x.outcome}"} for x in steps.settled],
         "observations": dict(observations or {}),
         "similar_incidents": similar_items,
         "warnings": warnings + list(extraction.warnings),
@@ -141,7 +147,7 @@ def _t(text: Text | None, lang: str) -> str:
     return text.get(lang) if text else ""
 
 
-def _summary(kb: KnowledgeBase, ranking: Ranking, lang: str) -> dict[str, Any]:
+def _summary(kb: KnowledgeBase, ranking: Ranking, lang: str, experiments_left: bool = True) -> dict[str, Any]:
     settings = engine_settings()
     best = ranking.causes[0] if ranking.causes else None
     if ranking.unexplained >= settings["unexplained_dominates"] or best is None:
@@ -167,6 +173,13 @@ def _summary(kb: KnowledgeBase, ranking: Ranking, lang: str) -> dict[str, Any]:
             "run the next experiment to separate the candidates.",
             "zh": f"首要候选：{best.id} — {title.zh}（{best.probability:.0%}）；请执行下一步隔离实验以区分候选根因。",
         }
+        if not experiments_left:  # nothing above the information floor: say what would help instead
+            text = {
+                "en": f"Leading candidate {best.id} — {title.en} ({best.probability:.0%}); no experiment left "
+                "would change that much: add evidence (logs of other ranks, dmesg) or record what you know with --observe.",
+                "zh": f"首要候选：{best.id} — {title.zh}（{best.probability:.0%}）；已没有能明显改变排序的实验："
+                "请补充证据（其他 rank 的日志、dmesg）或用 --observe 记录已知事实。",
+            }
     return {"verdict": verdict, "text": text[lang if lang in text else "en"]}
 
 
@@ -262,18 +275,41 @@ def _first_error(extraction: Extraction) -> dict[str, Any] | None:
     fe = extraction.first_error
     if fe is None:
         return None
-    return {"rank": fe.rank, "node": fe.node, "time": fe.time, "line": fe.line, "source": fe.source,
+    year = "unknown" if fe.time and fe.time.startswith("--") else "borrowed" if fe.year_from else "stated"
+    return {"rank": fe.rank, "node": fe.node, "time": fe.time, "time_shown": shown_time(fe.time, fe.year_from),
+            "year": year if fe.time else None, "line": fe.line, "source": fe.source,
             "lineno": fe.lineno, "symptom": fe.symptom, "rule": fe.rule}
+
+
+def shown_time(iso: str | None, year_from: str | None = None) -> str | None:
+    """An ISO stamp for people: ``2024-07-02 13:20:41.220``; a year-less one (``--07-02T...``) as
+    ``07-02 13:20:41.220 (year unknown)``; a year taken from other lines says where it came from."""
+    if not iso:
+        return None
+    unknown = iso.startswith("--")
+    text = iso[2:] if unknown else iso
+    date, _, clock = text.partition("T")
+    if "." in clock:
+        whole, _, frac = clock.partition(".")
+        clock = f"{whole}.{frac[:3]}"
+    shown = f"{date} {clock}".strip()
+    if unknown:
+        return f"{shown} (year unknown)"
+    if year_from:
+        return f"{shown} (year from other lines of {year_from})"
+    return shown
 
 
 def _context(extraction: Extraction) -> dict[str, Any]:
     c = extraction.context
     return {"precision": c.precision, "zero_stage": c.zero_stage, "offload": c.offload, "nodes": c.nodes,
-            "world_size": c.world_size, "gpu": c.gpu, "versions": dict(c.versions)}
+            "world_size": c.world_size, "gpu": c.gpu, "versions": dict(c.versions), "script": c.script,
+            "launcher": c.launcher, "config_file": c.config_file}
 
 
-def _proposal(kb: KnowledgeBase, p, lang: str) -> dict[str, Any]:
+def _proposal(kb: KnowledgeBase, p, lang: str, extraction: Extraction) -> dict[str, Any]:
     e = p.experiment
+    runs = command_steps(e.commands, e.command_kinds, extraction.context)
     titles = {o.id: _t(o.title, lang) for o in e.outcomes}
     gpus = f"{e.cost_gpus} GPU{'s' if e.cost_gpus != 1 else ''}" if e.cost_gpus else "no GPU"
     cost = f"{e.cost_minutes:g} min, {gpus}" if lang != "zh" else f"{e.cost_minutes:g} 分钟，{e.cost_gpus} 张 GPU"
@@ -287,7 +323,8 @@ def _proposal(kb: KnowledgeBase, p, lang: str) -> dict[str, Any]:
         "id": e.id,
         "title": _t(e.title, lang),
         "how": _t(e.how, lang),
-        "commands": list(e.commands),
+        "commands": [step["text"] for step in runs],
+        "steps": runs,
         "cost": cost,
         "cost_minutes": e.cost_minutes,
         "cost_gpus": e.cost_gpus,
@@ -302,6 +339,36 @@ def _proposal(kb: KnowledgeBase, p, lang: str) -> dict[str, Any]:
              "leading_probability": round(f.leading_probability, 4)}
             for f in p.outcomes
         ],
+    }
+
+
+#: a symptom produced by more mechanisms than this (a CUDA OOM, a non-zero exit) names no mechanism
+SPECIFIC_MECHANISMS = 3
+
+
+def _mechanisms_of(kb: KnowledgeBase) -> dict[str, set[str]]:
+    """symptom -> the mechanisms it points at, for symptoms specific enough (built once per knowledge base)."""
+    table = kb.cache.get("mechanisms_of")
+    if table is None:
+        table = {}
+        for mechanism in kb.mechanisms.values():
+            for sid in mechanism.symptoms:
+                table.setdefault(sid, set()).add(mechanism.id)
+        table = {sid: ms for sid, ms in table.items() if len(ms) <= SPECIFIC_MECHANISMS}
+        kb.cache["mechanisms_of"] = table
+    return table
+
+
+def _fix_step(kb: KnowledgeBase, cause_id: str, lang: str) -> dict[str, Any]:
+    """The next step once the leading cause is above the confidence threshold: its fix, then its regression check."""
+    cause = kb.causes[cause_id]
+    fix = cause.fixes[0] if cause.fixes else None
+    title = {"en": f"Apply the fix for {cause_id} and run its regression check",
+             "zh": f"应用 {cause_id} 的修复并执行回归检查"}
+    return {
+        "kind": "fix", "cause": cause_id, "title": title.get(lang, title["en"]),
+        "fix": {"title": _t(fix.title, lang), "kind": fix.kind, "snippet": fix.snippet} if fix else None,
+        "regression": _t(cause.regression, lang),
     }
 
 

@@ -241,9 +241,10 @@ def _symptom(d: dict[str, Any], entry: Entry) -> Symptom:
 
 def _experiment(d: dict[str, Any], entry: Entry) -> Experiment:
     return Experiment(
-        id=d["id"], title=_text(d["title"]), how=_text(d["how"]), commands=list(d["commands"]),
+        id=d["id"], title=_text(d["title"]), how=_text(d["how"]), commands=[text for _, text in d["commands"]],
+        command_kinds=[kind for kind, _ in d["commands"]],
         cost_minutes=d["cost"]["minutes"], cost_gpus=d["cost"]["gpus"],
-        outcomes=[Outcome(o["id"], _text(o["title"])) for o in d["outcomes"]],
+        outcomes=[Outcome(o["id"], _text(o["title"]), list(o["settled_by"])) for o in d["outcomes"]],
         default=dict(d["default"]), expects={k: dict(v) for k, v in d["expects"].items()},
         references=list(d["references"]), file=entry.file, line=entry.line, status=d["status"],
     )
@@ -335,11 +336,12 @@ def _reference_problems(loaded: Loaded) -> list[Problem]:
 
     for owner, field_name, refs in _references(loaded):
         kind, table = {"mechanisms": ("mechanism", kb.mechanisms), "symptoms": ("symptom", kb.symptoms),
-                       "expects": ("cause", kb.causes), "parent": ("cause", kb.causes)}[field_name]
+                       "expects": ("cause", kb.causes), "parent": ("cause", kb.causes),
+                       "settled_by": ("symptom", kb.symptoms)}[field_name]
         owner_kind = "cause" if field_name in ("mechanisms", "parent") else (
             "mechanism" if field_name == "symptoms" else "experiment")
-        where = {"parent": f"the parent of cause {owner!r}", "expects": f"experiment {owner!r} expects"}.get(
-            field_name, f"{owner_kind} {owner!r}")
+        where = {"parent": f"the parent of cause {owner!r}", "expects": f"experiment {owner!r} expects",
+                 "settled_by": f"experiment {owner!r} settled_by"}.get(field_name, f"{owner_kind} {owner!r}")
         for ref in refs:
             path = ("parent",) if field_name == "parent" else (field_name, ref)
             dangling(owner, path, ref, kind, table, where)
@@ -358,6 +360,7 @@ def _references(loaded: Loaded) -> Iterable[tuple[str, str, list[str]]]:
         yield m.id, "symptoms", list(m.symptoms)
     for x in kb.experiments.values():
         yield x.id, "expects", list(x.expects)
+        yield x.id, "settled_by", [s for o in x.outcomes for s in o.settled_by]
     fields = {"causes": ("mechanisms", "parent"), "mechanisms": ("symptoms",), "experiments": ("expects",)}
     for node_id in sorted(loaded.broken):
         entry = loaded.entries.get(node_id)

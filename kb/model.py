@@ -21,6 +21,8 @@ PILLARS = ("shard", "comm", "numerics", "resources")
 SYMPTOM_KINDS = ("log", "metric", "config", "environment", "derived", "question")
 #: where a symptom is observed; absence only counts when that source was supplied
 SYMPTOM_SOURCES = ("logs", "dmesg", "nvidia-smi", "metrics", "config", "environment", "description", "derived")
+#: what a command of an experiment is: a shell line, Python, a ds_config fragment, flags for the launch
+COMMAND_KINDS = ("shell", "python", "config", "args")
 SEVERITIES = ("error", "warning", "info")
 
 
@@ -109,6 +111,7 @@ class Symptom:
 class Outcome:
     id: str
     title: Text
+    settled_by: list[str] = field(default_factory=list)  # symptoms that already give this outcome
 
 
 @dataclass
@@ -126,6 +129,7 @@ class Experiment:
     file: str = ""
     line: int = 0
     status: str = "active"  # active | deprecated (kept so its ID is never reused)
+    command_kinds: list[str] = field(default_factory=list)  # per command: shell | python | config | args
 
     def outcome_probabilities(self, cause_id: str) -> dict[str, float]:
         """P(outcome | cause), falling back to ``default`` for causes it does not bear on."""

@@ -8,6 +8,11 @@ bit in GPU-minutes (kb/engine.yaml). Ranking by IG / cost alone keeps choosing c
 barely move the distribution; the simulation benchmark (bench/simulation.py) shows the net
 value reaches a confident diagnosis at about half the cost of cheapest-first, at equal or better
 accuracy. Experiments whose outcome is already known are skipped.
+
+:func:`plan` is what a diagnosis shows: it also skips experiments the evidence already settles
+(an outcome's ``settled_by`` symptom was seen), hides proposals below the information floor
+(``min_information_gain_bits``), and once the leading cause is above the confidence threshold
+makes its fix and regression check the next step.
 """
 
 from __future__ import annotations
@@ -130,3 +135,46 @@ def _propose(kb: KnowledgeBase, posterior: dict[str, float], done: frozenset[str
         )
     proposals.sort(key=lambda p: (-p.score, p.experiment.id))
     return proposals[:top]
+
+
+@dataclass
+class Settled:
+    """An experiment the evidence already answers: its outcome and the symptom that gives it."""
+
+    experiment: str
+    outcome: str
+    symptom: str
+
+
+@dataclass
+class Plan:
+    """What to do next: the leading cause's fix when confident (else None), then the experiments."""
+
+    fix_cause: str | None
+    proposals: list[Proposal]
+    settled: list[Settled]
+
+
+def settled_experiments(kb: KnowledgeBase, present: dict[str, float], min_reliability: float = 0.99) -> list[Settled]:
+    """Experiments one of whose outcomes a symptom seen in full (not a soft free-text match) gives."""
+    out = []
+    for experiment in kb.experiments.values():
+        for outcome in experiment.outcomes:
+            symptom = next((s for s in outcome.settled_by if present.get(s, 0.0) >= min_reliability), None)
+            if symptom is not None:
+                out.append(Settled(experiment.id, outcome.id, symptom))
+                break
+    return out
+
+
+def plan(kb: KnowledgeBase, posterior: dict[str, float], present: dict[str, float],
+         done: set[str] | None = None, top: int = 3) -> Plan:
+    """The next steps a diagnosis shows (see the module docstring)."""
+    settings = engine_settings()
+    settled = settled_experiments(kb, present)
+    skip = set(done or ()) | {s.experiment for s in settled}
+    floor = settings["min_information_gain_bits"]
+    proposals = [p for p in propose(kb, posterior, skip, top=top) if p.information_gain >= floor]
+    leader = leading_causes(posterior, limit=1)
+    fix = leader[0] if leader and posterior[leader[0]] >= settings["confident"] else None
+    return Plan(fix, proposals, settled)

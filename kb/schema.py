@@ -19,7 +19,7 @@ from typing import Any
 
 from marshmallow import RAISE, Schema, ValidationError, fields, validate
 
-from kb.model import DOMAINS, PILLARS, SEVERITIES, SYMPTOM_KINDS, SYMPTOM_SOURCES
+from kb.model import COMMAND_KINDS, DOMAINS, PILLARS, SEVERITIES, SYMPTOM_KINDS, SYMPTOM_SOURCES
 
 FIX_KINDS = ("ds_config", "env", "command", "code", "hardware", "process")
 STATUSES = ("active", "deprecated")
@@ -134,6 +134,21 @@ def _references(**kwargs: Any) -> fields.List:
 def _status() -> String:
     return String(validate=_one_of(STATUSES), load_default="active",
                   metadata={"hint": "active, or deprecated for a retired entry (its ID is never reused)"})
+
+
+class CommandField(fields.Field):
+    """A command: a string is a shell line; ``{python: ...}``, ``{config: ...}`` (ds_config JSON) or
+    ``{args: ...}`` (flags for the training command) say what else it is, so it is shown as such."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> tuple[str, str]:
+        if isinstance(value, str) and value.strip():
+            return ("shell", value)
+        if isinstance(value, dict) and len(value) == 1:
+            (key, text), = value.items()
+            if key in COMMAND_KINDS and isinstance(text, str) and text.strip():
+                return (key, text)
+        raise ValidationError("a command is a shell line (a string) or one of {python: '...'}, {config: '{...}'}, "
+                              "{args: '--flag value'}, {shell: '...'}")
 
 
 class StrictSchema(Schema):
@@ -251,6 +266,9 @@ class CostSchema(StrictSchema):
 class OutcomeSchema(StrictSchema):
     id = String(required=True, validate=_regexp(OUTCOME_ID, "issue_gone"), metadata={"hint": "a short name, e.g. issue_gone"})
     title = _text_field("{en: '...', zh: '...'}: what the person observes", required=True)
+    settled_by = fields.List(String(validate=_regexp(SYMPTOM_ID, "s.gpu_lost_nvidia_smi")), load_default=list,
+                             metadata={"hint": "symptoms whose presence in the evidence already gives this outcome, "
+                                               "e.g. [s.gpu_lost_nvidia_smi]: the experiment is then not proposed"})
 
 
 def outcome_row(hint: str, **kwargs: Any) -> fields.Dict:
@@ -263,8 +281,9 @@ class ExperimentSchema(StrictSchema):
                 metadata={"hint": "x.<name>, e.g. 'x.disable_mixed_precision'"})
     title = _text_field("{en: '...', zh: '...'}: a short name in English and Chinese", required=True)
     how = _text_field("{en: '...', zh: '...'}: how to run it and what to look at", required=True)
-    commands = fields.List(String(validate=_not_blank), load_default=list,
-                           metadata={"hint": "a list of commands to run, e.g. ['NCCL_DEBUG=INFO deepspeed train.py']"})
+    commands = fields.List(CommandField(), load_default=list,
+                           metadata={"hint": "a list of commands to run, e.g. ['NCCL_DEBUG=INFO deepspeed train.py', "
+                                             "{python: 'torch.cuda.memory._record_memory_history()'}]"})
     cost = fields.Nested(CostSchema, required=True, metadata={"hint": "{minutes: 30, gpus: 8}"})
     outcomes = fields.List(fields.Nested(OutcomeSchema), required=True,
                            validate=validate.Length(min=2, error="needs at least 2 outcomes"),

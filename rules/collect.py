@@ -17,6 +17,7 @@ from typing import Any
 import re2
 
 from rules.context import LineContext, SourceHint
+from rules.jobfacts import JobFacts, read_command, read_frame
 from rules.matcher import RuleMatch, re2_options
 from rules.model import LineRef, ObservedSymptom
 from rules.numeric import NumericFacts
@@ -45,6 +46,8 @@ class SourceState:
     train_started: bool = False
     first_progress_time: datetime | None = None
     last_progress_time: datetime | None = None
+    years: dict[int, int] = field(default_factory=dict)  # year -> lines of this source stamped with it
+    nodes: set[str] = field(default_factory=set)  # node names its lines print (one: the source is that node)
 
 
 @dataclass
@@ -74,7 +77,7 @@ class Event:
     node: str | None
     local_rank: int | None
     participant: Participant
-    time: datetime | None
+    time: datetime | None  # the line's own timestamp, or None: a line never shows another line's time
     year_known: bool
     order: int
     source: str
@@ -93,6 +96,10 @@ class Event:
     source_max_step: int | None = None
     source_marker: str | None = None  # the last phase marker of any participant of the source
     count: int = 1
+    near_time: datetime | None = None  # own time, else the nearest earlier one: for ordering only
+    near_year_known: bool = True
+    whole: str = ""  # the whole line (up to first_error_chars), for showing it as the first error
+    year_from: str | None = None  # set when the year of a year-less stamp was taken from other lines
 
 
 @dataclass
@@ -112,6 +119,7 @@ class Collector:
         self.sample_lines: int = limits["sample_lines"]
         self.sample_lines_per_rank: int = limits["sample_lines_per_rank"]
         self.line_chars: int = limits["line_chars"]
+        self.whole_chars: int = limits["first_error_chars"]
         self.max_gap = settings["traceback"]["max_gap_lines"]
         self.max_frames = settings["traceback"]["max_frames"]
         self.derived_only = set(settings["derived_only"])
@@ -151,6 +159,7 @@ class Collector:
         self.order = 0
         self.sources: list[SourceState] = []
         self.years: dict[int, int] = {}  # year -> lines with a full date (for year-less timestamps)
+        self.job = JobFacts()
 
     # ------------------------------------------------------------------ sources
 
@@ -196,6 +205,8 @@ class Collector:
             rank = ctx.rank if ctx.rank is not None else src.hint.rank
         node = ctx.node or (groups.get("node") if isinstance(groups.get("node"), str) else None) or src.hint.node
         local_rank = ctx.local_rank
+        if node is not None and not ctx.kernel and len(src.nodes) < 64:
+            src.nodes.add(node)
         if ctx.kernel:
             src.kinds.add("dmesg")
         elif not source_marker:
@@ -205,15 +216,17 @@ class Collector:
         if stream is None:
             stream = self.streams[(src.index, participant)] = Stream()
         time, year_known = ctx.time, ctx.year_known
+        near, near_year_known = time, year_known
         if time is not None:
             stream.last_time, stream.last_time_year_known = time, year_known
             if year_known:
                 self.years[time.year] = self.years.get(time.year, 0) + 1
+                src.years[time.year] = src.years.get(time.year, 0) + 1
 
-        if symptom_matches and time is None:
-            time, year_known = lookback()
-            if time is None and stream.last_time is not None:
-                time, year_known = stream.last_time, stream.last_time_year_known
+        if symptom_matches and time is None:  # an estimate to order the line by, never shown as its time
+            near, near_year_known = lookback()
+            if near is None and stream.last_time is not None:
+                near, near_year_known = stream.last_time, stream.last_time_year_known
 
         frames: tuple[tuple[str, str], ...] = ()
         if symptom_matches and any(m.rule.severity == "error" for m in symptom_matches):
@@ -246,8 +259,8 @@ class Collector:
                 text = self._text(line, m)
             if m.rule.symptom in self.oom_symptoms and "other_processes" not in groups:
                 groups["other_processes"] = self._other_processes(line)
-            self._symptom(m, src, participant, rank, node, local_rank, time, year_known, order, lineno,
-                          text, groups, stream, frames, ctx.pid)
+            self._symptom(m, src, participant, rank, node, local_rank, (time, year_known, near, near_year_known),
+                          order, lineno, line, text, groups, stream, frames, ctx.pid)
 
     def repeat(self, src: SourceState, ctx: LineContext, rules: list[Rule]) -> bool:
         """Count a line of already-seen rules from an already-seen participant without reading it.
@@ -277,6 +290,7 @@ class Collector:
         src.other_lines += 1
         if ctx.time is not None and ctx.year_known:
             self.years[ctx.time.year] = self.years.get(ctx.time.year, 0) + 1
+            src.years[ctx.time.year] = src.years.get(ctx.time.year, 0) + 1
         return True
 
     def _participant(self, src: SourceState, rank: int | None, node: str | None,
@@ -346,6 +360,9 @@ class Collector:
                 stream.traceback_at = lineno
             if len(stream.frames) < self.max_frames:
                 stream.frames.append((lineno, str(groups.get("func", "")), str(groups.get("file", ""))))
+            read_frame(str(groups.get("file", "")), str(groups.get("func", "")), self.job)
+        elif kind == "launch_command":
+            read_command(str(groups.get("command") or groups.get("spawned") or ""), self.job)
         elif kind == "version":
             for name, value in groups.items():
                 if name.endswith("_version") and isinstance(value, str):
@@ -422,10 +439,12 @@ class Collector:
     # ------------------------------------------------------------------ symptoms
 
     def _symptom(self, m: RuleMatch, src: SourceState, participant: Participant, rank: int | None,
-                 node: str | None, local_rank: int | None, time: datetime | None, year_known: bool,
-                 order: int, lineno: int, text: str, groups: dict[str, Any], stream: Stream,
+                 node: str | None, local_rank: int | None,
+                 times: tuple[datetime | None, bool, datetime | None, bool], order: int, lineno: int,
+                 line: bytes, text: str, groups: dict[str, Any], stream: Stream,
                  frames: tuple[tuple[str, str], ...], pid: int | None = None) -> None:
         rule = m.rule
+        time, year_known, near, near_year_known = times
         sid = rule.symptom or ""
         key = (sid, participant)
         event = self.events.get(key)
@@ -447,7 +466,8 @@ class Collector:
                 init_seen=stream.init_seen or src.init_seen, train_started=stream.train_started or src.train_started,
                 frames=frames,
                 line_fields=dict(groups), source_progress=src.max_stream_progress, source_max_step=src.max_step,
-                source_marker=src.last_marker,
+                source_marker=src.last_marker, near_time=near, near_year_known=near_year_known,
+                whole=line[:self.whole_chars].decode("utf-8", "replace").rstrip("\r"),
             )
             self.events[key] = event
         if sid in self.derived_only:

@@ -3,9 +3,8 @@
 1. **First error**: the earliest error line by timestamp (then by order), skipping victim lines
    (rules flagged ``secondary``: a peer's watchdog timeout or closed connection after one rank
    died). Victims on other ranks after the origin become ``s.secondary_timeouts``.
-2. **Scope**: which ranks and nodes show the (non-secondary) error symptoms: single-rank,
-   single-node, multi-node or global. "single-rank" needs evidence that other ranks were fine
-   (they printed lines without errors); "global" means every known rank (world size when known).
+2. **Scope** (rules/scope.py): which ranks and nodes show the error, origin and victims apart:
+   single-rank, single-node, multi-node or global.
 3. **Phase**: when the first error happened: launch, first-step, steady, checkpoint, eval or
    exit, from the traceback frames before it, the phase markers and training progress before it.
 
@@ -24,9 +23,10 @@ from typing import Any
 
 import re2
 
-from rules.collect import Collector, Event, Participant
+from rules.collect import Collector, Event
 from rules.matcher import re2_options
 from rules.model import Extraction, FirstError, LineRef, ObservedSymptom
+from rules.scope import attribute_sources, derive_scope
 from rules.settings import Settings
 from rules.units import parse_float
 
@@ -49,10 +49,15 @@ def finish(collector: Collector, evidence: dict[str, Any], settings: Settings, e
     _numeric(collector, cfg, extraction, world)
     _overflow(collector, cfg, extraction, evidence)
     _oom(collector, cfg)
+    attribute_sources(collector)
+    job = collector.job
+    extraction.context.script, extraction.context.launcher = job.script, job.launcher
+    extraction.context.config_file = job.config_file
     first = _first_error(collector, extraction)
-    scope = _scope(collector, cfg, extraction, world, nodes)
-    extraction.scope = scope
-    _emit_exclusive(collector, extraction, SCOPES, scope)
+    scope = derive_scope(collector, cfg, world, nodes)
+    extraction.scope = scope.value
+    extraction.scope_detail = scope.as_dict(world, nodes or extraction.context.nodes)
+    _emit_exclusive(collector, extraction, SCOPES, scope.value)
     phase = _phase(first, collector, cfg) if first is not None else "unknown"
     extraction.phase = phase
     _emit_exclusive(collector, extraction, PHASES, phase)
@@ -84,8 +89,9 @@ def _int(value: Any) -> int | None:
 
 
 def _time_key(event: Event) -> tuple[bool, datetime, bool, int]:
-    """Earliest first; without times, a line that names its rank before one that does not (a kernel line)."""
-    return (event.time is None, event.time or datetime.max, event.rank is None, event.order)
+    """Earliest first (a line without its own stamp is placed by the nearest earlier one); without times,
+    a line that names its rank before one that does not (a kernel line)."""
+    return (event.near_time is None, event.near_time or datetime.max, event.rank is None, event.order)
 
 
 def _iso(time: datetime | None, year_known: bool = True) -> str | None:
@@ -94,24 +100,36 @@ def _iso(time: datetime | None, year_known: bool = True) -> str | None:
     return time.isoformat() if year_known else "--" + time.isoformat()[5:]  # ISO 8601 without a year
 
 
+def _with_year(time: datetime, year: int) -> datetime | None:
+    try:
+        return time.replace(year=year)
+    except ValueError:  # Feb 29 in a non-leap year
+        return None
+
+
 def _resolve_years(collector: Collector) -> None:
-    """Give year-less timestamps (glog, syslog) the year other lines of the evidence show."""
+    """Year-less stamps (glog, syslog): a line's shown time takes the year only from other stamps of
+    its own source (and says so, ``year_from``); otherwise it stays year-unknown. Ordering across
+    sources uses the year most lines of the evidence show, as an estimate."""
+    by_source = {src.index: Counter(src.years).most_common(1)[0][0] for src in collector.sources if src.years}
+    by_name = {src.name: by_source[src.index] for src in collector.sources if src.index in by_source}
     years = Counter(collector.years)
     years.update(e.time.year for e in collector.events.values() if e.time is not None and e.year_known)
-    if not years:
-        return
-    year = years.most_common(1)[0][0]
+    overall = years.most_common(1)[0][0] if years else None
     for event in collector.events.values():
-        if event.time is not None and not event.year_known:
-            try:
-                event.time = event.time.replace(year=year)
-                event.year_known = True
-            except ValueError:  # Feb 29 in a non-leap year
-                pass
+        own_year = by_source.get(event.source_index)
+        if event.time is not None and not event.year_known and own_year is not None:
+            dated = _with_year(event.time, own_year)
+            if dated is not None:
+                event.time, event.year_known, event.year_from = dated, True, event.source
+        estimate = own_year or overall
+        if event.near_time is not None and not event.near_year_known and estimate is not None:
+            event.near_time = _with_year(event.near_time, estimate) or event.near_time
+            event.near_year_known = True
     for obs in collector.symptoms.values():
         for ref in obs.lines:
-            if ref.time and ref.time.startswith("--"):
-                ref.time = f"{year}-{ref.time[2:]}"
+            if ref.time and ref.time.startswith("--") and ref.source in by_name:
+                ref.time = f"{by_name[ref.source]}-{ref.time[2:]}"
 
 
 def _world_size(environment: dict[str, Any], collector: Collector, extraction: Extraction) -> int | None:
@@ -139,13 +157,6 @@ def _local_ranks_are_ranks(collector: Collector) -> None:
     for participant in list(collector.participants):
         if participant[0] == "n" and participant[2] is not None:
             collector.ranks_seen.add(participant[2])
-
-
-def _unit(participant: Participant, single_node: bool) -> Participant:
-    """A participant as a rank where possible (one node: local rank = global rank)."""
-    if participant[0] == "n" and single_node and participant[2] is not None:
-        return ("r", participant[2])
-    return participant
 
 
 def _emit_exclusive(collector: Collector, extraction: Extraction, ids: dict[str, str], value: str) -> None:
@@ -219,8 +230,9 @@ def _first_error(collector: Collector, extraction: Extraction) -> Event | None:
     primaries = [e for e in errors if not e.secondary]
     first = min(primaries or errors, key=_time_key)
     extraction.first_error = FirstError(rank=first.rank, node=first.node, time=_iso(first.time, first.year_known),
-                                        line=first.text,
-                                        source=first.source, lineno=first.lineno, symptom=first.symptom, rule=first.rule)
+                                        line=first.whole or first.text,
+                                        source=first.source, lineno=first.lineno, symptom=first.symptom, rule=first.rule,
+                                        year_from=first.year_from)
     if primaries:
         collector.decided.add("s.secondary_timeouts")
         victims = [e for e in collector.events.values()
@@ -233,83 +245,11 @@ def _first_error(collector: Collector, extraction: Extraction) -> Event | None:
 
 
 def _after(event: Event, origin: Event) -> bool:
-    if event.time is not None and origin.time is not None:
-        return event.time >= origin.time
+    if event.near_time is not None and origin.near_time is not None:
+        return event.near_time >= origin.near_time
     if event.source_index == origin.source_index:
         return event.order > origin.order
     return True  # different sources without timestamps: a victim line is a victim whatever the order
-
-
-# ---------------------------------------------------------------------- scope
-
-
-def _scope_units(collector: Collector, cfg: dict[str, Any], single_node: bool) -> tuple[set[Participant], bool]:
-    """The participants that locate the fault, and whether only "global by nature" symptoms were seen.
-
-    Tiers, first non-empty wins: non-victim error lines; victim error lines (a hang: every error line
-    is a victim); warning lines plus the ranks with numeric anomalies (NaN values, metric checks).
-    Symptoms global by nature (the fp16 loss scale is shared by every rank) never locate a fault.
-    """
-    by_nature = set(cfg["scope"]["global_by_nature"])
-    events = [e for e in collector.events.values() if e.symptom not in by_nature and e.participant[0] != "s"]
-    errors = [e for e in events if e.severity == "error"]
-    tiers = [[e for e in errors if not e.secondary], errors,
-             [e for e in events if e.severity == "warning" and not e.secondary]]
-    for tier, events_of_tier in enumerate(tiers):
-        units = {_unit(e.participant, single_node) for e in events_of_tier}
-        if tier == 2:
-            for sid in cfg["scope"]["anomalies"]:
-                obs = collector.symptoms.get(sid)
-                if obs is not None:
-                    units |= {("r", r) for r in obs.ranks}
-        if units:
-            return units, False
-    natured = any(e.symptom in by_nature for e in collector.events.values()) or any(
-        sid in collector.symptoms for sid in by_nature)
-    return set(), natured
-
-
-def _scope(collector: Collector, cfg: dict[str, Any], extraction: Extraction, world: int | None,
-           nodes: int | None) -> str:
-    """single-rank / single-node / multi-node / global over the ranks that locate the fault."""
-    single_node = nodes == 1
-    affected, by_nature = _scope_units(collector, cfg, single_node)
-    if not affected:
-        return "global" if by_nature else "unknown"
-    seen = {_unit(p, single_node) for p in collector.participants} | affected
-    seen |= {("r", rank) for (_, rank) in collector.numbers.series if rank is not None}
-    if world is not None:
-        is_global = world > 1 and len(affected) >= world
-    else:
-        is_global = len(seen) >= cfg["scope"]["min_known_ranks_for_global"] and affected == seen
-    if is_global:
-        return "global"
-    if len(affected) == 1:
-        # one rank shows it; claim "single-rank" only when other ranks were seen and were fine
-        return "single-rank" if len(seen) > 1 and (world is None or world > 1) else "unknown"
-    node_of = _node_map(collector, world, nodes)
-    affected_nodes = {node_of(u) for u in affected}
-    if None in affected_nodes:
-        return "single-node" if single_node else "unknown"
-    return "single-node" if len(affected_nodes) == 1 else "multi-node"
-
-
-def _node_map(collector: Collector, world: int | None, nodes: int | None):
-    real_nodes = {n for n in collector.nodes_seen if not n.startswith("source:")}
-    # rank // ranks-per-node only when no node names are printed (mixing both would double-count nodes)
-    per_node = world // nodes if world and nodes and world % nodes == 0 and not real_nodes else None
-
-    def node_of(unit: Participant) -> str | None:
-        if unit[0] == "n":
-            return None if str(unit[1]).startswith("source:") else unit[1]
-        rank = unit[1]
-        if rank in collector.rank_nodes:
-            return collector.rank_nodes[rank]
-        if per_node:
-            return f"node#{rank // per_node}"
-        return None
-
-    return node_of
 
 
 # ---------------------------------------------------------------------- phase
@@ -358,10 +298,10 @@ def _steps_before(event: Event, collector: Collector) -> tuple[int, bool]:
     """
     numbered = [s for s in (event.max_step, event.source_max_step) if s is not None]
     steps = max(numbered) if numbered else max(event.steps_before, event.source_progress)
-    if steps == 0 and event.time is not None:  # another source (rank 0's log) may show the progress
+    if steps == 0 and event.near_time is not None:  # another source (rank 0's log) may show the progress
         for src in collector.sources:
             if src.index != event.source_index and src.last_progress_time is not None \
-                    and src.first_progress_time is not None and src.first_progress_time <= event.time:
+                    and src.first_progress_time is not None and src.first_progress_time <= event.near_time:
                 steps = max(steps, src.max_step if src.max_step is not None else src.max_stream_progress)
     return steps, steps > 0
 

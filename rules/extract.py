@@ -190,6 +190,7 @@ class _Reader:
         seen: dict[int, int] = {}
         self.confirmed: dict[str, int] = {}  # confirmations per rule id in this source
         windows = _ProgressWindows()
+        last_byte = b"\n"
         for number, (buf, begin, end) in enumerate(self.chunks(stream)):
             origin = base - begin
             if number < self.full_chunks or number % self.chunk_stride == 0:
@@ -198,9 +199,11 @@ class _Reader:
                 lineno = self._chunk(self.lean, src, buf, begin, end, origin, lineno, cache, seen)[0]
             base += end - begin
             src.bytes += end - begin
+            if end > begin:
+                last_byte = buf[end - 1:end]
             if self.progress is not None:
                 self.progress(end - begin)
-        src.lines = lineno
+        src.lines = lineno + (last_byte != b"\n")  # a last line without a newline is a line too
 
     def _full_chunk(self, src: SourceState, buf: bytes, begin: int, end: int, origin: int, lineno: int,
                     cache: _LookbackCache, seen: dict[int, int], windows: _ProgressWindows, size: int | None) -> int:

@@ -58,6 +58,7 @@ class FirstError:
     lineno: int
     symptom: str | None = None
     rule: str | None = None
+    year_from: str | None = None  # the source whose other stamps gave a year-less stamp its year
 
 
 @dataclass
@@ -71,6 +72,9 @@ class JobContext:
     world_size: int | None = None
     gpu: str | None = None
     versions: dict[str, str] = field(default_factory=dict)
+    script: str | None = None  # the job's training script, from its launch command or tracebacks
+    launcher: str | None = None  # deepspeed | torchrun | accelerate launch | ...
+    config_file: str | None = None  # the DeepSpeed config file the launch command names
 
 
 @dataclass
@@ -82,6 +86,7 @@ class Extraction:
     supplied_sources: set[str] = field(default_factory=set)  # logs, dmesg, nvidia-smi, metrics, config, environment, description
     first_error: FirstError | None = None
     scope: str = "unknown"  # single-rank | single-node | multi-node | global | unknown
+    scope_detail: dict[str, Any] = field(default_factory=dict)  # origin / victim ranks and nodes (rules/scope.py)
     phase: str = "unknown"  # launch | first-step | steady | checkpoint | eval | exit | unknown
     ranks_seen: set[int] = field(default_factory=set)  # every rank that printed anything
     nodes_seen: set[str] = field(default_factory=set)

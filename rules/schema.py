@@ -40,6 +40,7 @@ MARKERS = (
     "overflow",  # fp16 overflow / skipped step: rank, attempted_scale / new_scale fields
     "memory",  # allocated / reserved memory snapshot (DeepSpeed MA / CA lines)
     "world_size",  # a printed world size: world_size field
+    "launch_command",  # the job's launch command line: command field (script, launcher, config file)
     "version",  # a printed library version: nccl_version / torch_version / ... fields
     "source_dmesg", "source_nvidia_smi",  # content that shows which kind of source a text is
 )

@@ -29,7 +29,7 @@ _SHAPES: dict[str, dict[str, Any]] = {
                    "lookback_bytes": int, "lookback_lines": int, "chunk_bytes": int, "max_line_bytes": int,
                    "context_full_lines": int, "context_stride": int, "context_stride_after": int,
                    "context_stride_late": int, "context_full_chunks": int, "context_chunk_stride": int,
-                   "repeat_after": int, "progress_window_bytes": int},
+                   "repeat_after": int, "progress_window_bytes": int, "first_error_chars": int},
         "traceback": {"max_frames": int, "max_gap_lines": int},
         "frame_stages": list, "oom_stage_symptoms": list, "oom_symptoms": list, "overflow_symptoms": list,
         "fields": {"step": list, "world_size": list, "nodes": list, "overflow_attempted": list, "overflow_new": list,
@@ -41,7 +41,8 @@ _SHAPES: dict[str, dict[str, Any]] = {
         "phase": {"first_step_max_steps": int, "steady_min_steps": int, "oom_after_many_steps": int},
         "symptom_phases": dict, "derived_only": list, "multi_node_only": list,
         "phrases": {"reliability": NUMBER, "negation_window_chars": int, "negations": dict, "clause_breaks": str},
-        "scope": {"min_known_ranks_for_global": int, "global_by_nature": list, "anomalies": list},
+        "scope": {"min_known_ranks_for_global": int, "global_by_nature": list, "anomalies": list,
+                  "between_peers": list},
     },
     "metrics.yaml": {
         "step_time": {"baseline_points": int, "recent_points": int, "up_factor": NUMBER, "util_drop_fraction": NUMBER,

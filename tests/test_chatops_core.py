@@ -159,3 +159,19 @@ def test_issue14_our_own_formatting_survives_the_escaping(ctx) -> None:
     assert answer.markdown.startswith("**Leading candidate") and "`data.corrupt_sample`" in answer.markdown
     assert answer.slack()["blocks"][0]["text"]["text"].startswith("*Leading candidate")
     assert "`loss=nan, grad_norm=inf`" in answer.markdown  # code spans keep [brackets] unescaped
+
+def test_a_long_first_error_is_cut_at_a_word_and_python_is_fenced_as_python() -> None:
+    from api.chatops import _experiment_md, _short
+
+    line = "RuntimeError: CUDA error: an illegal memory access was encountered " * 8
+    short = _short(line, 120)
+    assert short.endswith(" …") and line.startswith(short[:-2]) and short[-3] != " "
+    assert line[len(short) - 2] == " "  # the cut falls between two words
+    e = {"title": "Record a CUDA memory snapshot", "cost": "25 min, 1 GPU", "why": "",
+         "commands": ["torch.cuda.memory._record_memory_history(max_entries=100000)"],
+         "steps": [{"kind": "python", "text": "torch.cuda.memory._record_memory_history(max_entries=100000)"}],
+         "outcomes": [{"title": "grows", "probability": 0.16, "leading_cause": "memory.leak_across_steps",
+                       "leading_probability": 0.73, "observe": "x.memory_snapshot=grows_per_step"}]}
+    md = _experiment_md(e, "d1", "en", {"id": "memory.activation_memory", "probability": 0.42})
+    assert "```python\ntorch.cuda.memory._record_memory_history(max_entries=100000)\n```" in md
+    assert "memory.leak_across_steps would become the leading cause (73%)" in md

@@ -50,11 +50,23 @@ def test_timestamps_order_sources_not_file_order() -> None:
     assert x.first_error is not None and x.first_error.rank == 5 and x.first_error.symptom == "s.dataloader_timeout"
 
 
-def test_untimed_error_line_takes_the_nearest_earlier_timestamp() -> None:
-    text = lines("[2024-05-01 10:00:00,000] [INFO] [a.py:1:f] starting", "some output",
-                 "RuntimeError: CUDA error: an illegal memory access was encountered")
-    x = run({"rank4": text})
-    assert x.first_error is not None and x.first_error.time == "2024-05-01T10:00:00" and x.first_error.rank == 4
+def test_untimed_error_line_has_no_time_but_is_ordered_by_the_nearest_earlier_stamp() -> None:
+    # issue 15: the first error was shown with the time of another line (rank 0's last step line)
+    x = run({
+        "rank4": lines("[2024-05-01 10:00:00,000] [INFO] [a.py:1:f] starting", "some output",
+                       "RuntimeError: CUDA error: an illegal memory access was encountered"),
+        "rank5": lines("[2024-05-01 10:00:05,000] [INFO] [a.py:1:f] RuntimeError: DataLoader timed out after 1800 seconds"),
+    })
+    assert x.first_error is not None and x.first_error.rank == 4
+    assert x.first_error.time is None
+    assert x.symptoms["s.illegal_memory_access"].lines[0].time is None
+
+
+def test_error_line_never_shows_another_ranks_step_time() -> None:
+    x = run(lines(progress(0, 5, ts="2024-12-10 02:05:00,000"),
+                  "[rank3]:RuntimeError: CUDA error: an illegal memory access was encountered"),
+            environment={"world_size": 4, "nodes": 1})
+    assert x.first_error is not None and x.first_error.rank == 3 and x.first_error.time is None
 
 
 def test_only_victims_means_no_secondary_timeouts_symptom() -> None:
@@ -67,6 +79,13 @@ def test_only_victims_means_no_secondary_timeouts_symptom() -> None:
 def test_year_less_glog_times_take_the_year_of_the_log() -> None:
     x = run(lines(progress(0, 5, ts="2023-12-10 02:00:00,000"), watchdog(0)))
     assert x.first_error is not None and x.first_error.time == "2023-12-10T02:16:33.321131"
+    assert x.first_error.year_from == "stdout"  # said so: the year came from other lines of that source
+
+
+def test_year_less_times_take_no_year_from_another_source() -> None:
+    x = run({"rank0": lines(progress(0, 5, ts="2023-12-10 02:00:00,000")), "rank1": lines(watchdog(1))})
+    assert x.first_error is not None and x.first_error.time == "--12-10T02:16:33.321131"
+    assert x.first_error.year_from is None
 
 
 def test_year_less_times_without_any_year_stay_year_less() -> None:

@@ -204,12 +204,12 @@ def test_symptom_lines_between_sampled_windows_are_all_read_with_their_times(mon
     parts = []
     for step in range(1, 4001):
         parts.append(_progress(step, rank=step % 4))
-        if step % 250 == 0:  # no timestamp of its own: it takes the one of the line before
-            parts.append(f"[rank{step % 4}]: {ILLEGAL}\n")
+        if step % 250 == 0:  # between sampled windows: read whole, with its own stamp
+            parts.append(f"[rank{step % 4}]:[2024-05-01 11:00:{step // 250:02d},000] [ERROR] [a.py:1:f] {ILLEGAL}\n")
     x = extract({"logs": [{"source": "job.log", "text": "".join(parts)}]})
     observed = x.symptoms["s.illegal_memory_access"]
     assert observed.count == 16
-    assert all(line.time is not None for line in observed.lines)
+    assert [line.time for line in observed.lines][:2] == ["2024-05-01T11:00:01", "2024-05-01T11:00:02"]
     assert x.lines_processed == 4016
 
 
@@ -221,3 +221,26 @@ def test_a_file_source_reads_its_last_window_too(tmp_path: Path, monkeypatch) ->
     x = extract({}, log_files=[("train", path)])
     assert n in read and n - 3 in read
     assert x.lines_processed == n
+
+
+# ---------------------------------------------------------------------- issue 15
+
+
+def test_a_one_line_log_without_a_trailing_newline_counts_one_line() -> None:
+    assert extract_text(ILLEGAL).lines_processed == 1
+    assert extract_text(f"a\n{ILLEGAL}").lines_processed == 2
+    assert extract_text(f"a\n{ILLEGAL}\n").lines_processed == 2
+
+
+def test_the_first_error_line_is_kept_whole() -> None:
+    long_line = ILLEGAL + " " + " ".join(f"word{i}" for i in range(120))
+    x = extract_text(long_line)
+    assert x.first_error is not None and x.first_error.line == long_line
+
+
+def test_a_watchdog_exception_line_is_not_an_abort() -> None:
+    line = ("[rank1]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 1] Exception (either an error or timeout) detected by "
+            "watchdog at work: 2, last enqueued NCCL work: 2, last completed NCCL work: 1.")
+    x = extract_text(line)
+    assert "s.exit_sigabrt" not in x.symptoms
+    assert x.symptoms["s.nccl_watchdog_timeout"].secondary  # a victim's watchdog report, not a SIGABRT

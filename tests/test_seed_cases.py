@@ -28,7 +28,23 @@ def test_seed_case_meets_its_expectation(folder: Path, real_kb):
         assert cause in ranked[:3], f"{cause} not in top 3 {ranked[:3]}"
     for cause in expected.get("not_top3", []):
         assert cause not in ranked[:3], f"{cause} should not be in top 3 {ranked[:3]}"
+    # the three looks, where the case's logs state them (issue 15: what a diagnosis states must be true)
     if expected.get("scope"):
-        assert result["scope"] == expected["scope"]
+        assert result["scope"] == expected["scope"], result["scope_detail"]
+    if expected.get("phase"):
+        assert result["phase"] == expected["phase"]
     if expected.get("first_error_rank") is not None:
         assert result["first_error"] and result["first_error"]["rank"] == expected["first_error_rank"]
+    if expected.get("first_error_time") is not None:
+        assert result["first_error"] and result["first_error"]["time"] == expected["first_error_time"]
+
+
+def test_seed_cases_assert_the_three_looks() -> None:
+    """Most cases state scope or phase, and several the first error's rank and time."""
+    import yaml
+
+    expected = [yaml.safe_load((folder / "expected.yaml").read_text(encoding="utf-8")) for folder in CASES]
+    assert sum(bool(e.get("scope")) for e in expected) >= 17
+    assert sum(bool(e.get("phase")) for e in expected) >= 23
+    assert sum(e.get("first_error_rank") is not None for e in expected) >= 14
+    assert sum(bool(e.get("first_error_time")) for e in expected) >= 5

@@ -623,3 +623,20 @@ def test_issue14_docs_cannot_be_framed(client):
         response = client.get(url)
         assert response.headers["X-Frame-Options"] == "DENY"
         assert "frame-ancestors 'none'" in response.headers["Content-Security-Policy"]
+
+def test_outcome_buttons_say_plainly_what_the_answer_would_change(client, app):
+    # issue 15: "... activations - 16% likely; then memory.leak_across_steps leads" read as a contradiction
+    diagnosis_id = diagnose(client)
+    store = app.extensions["dsdoctor"]["services"]
+    with app.app_context():
+        d = store.diagnoses().get(diagnosis_id).diagnosis
+    html = client.get(f"/diagnoses/{diagnosis_id}").get_data(as_text=True)
+    assert "likely; then" not in html
+    top = d["causes"][0]["id"]
+    outcomes = [o for x in d["next_experiments"] for o in x["outcomes"]]
+    assert outcomes
+    for o in outcomes:
+        if o["leading_cause"] == top:
+            assert f"This answer keeps {top} the leading cause" in html
+        else:
+            assert f"This answer would make {o['leading_cause']} the leading cause" in html

@@ -370,7 +370,8 @@ class IncidentStore:
         with self._lock:
             records = tables.fetch(self._db, [i for _, i in best])
         return [{"id": i, "title": records[i]["title"], "root_cause": records[i]["root_cause"],
-                 "fix": records[i]["fix"], "status": records[i]["status"], "score": round(s, 4)}
+                 "fix": records[i]["fix"], "status": records[i]["status"], "score": round(s, 4),
+                 "symptoms": sorted(records[i]["symptoms"])}
                 for s, i in best if i in records]
 
     def _data_version(self) -> tuple[int, int]:
