@@ -24,6 +24,7 @@ from api.services import Services
 from api.settings import home as default_home
 from api.store import DiagnosisStore
 from api.tokens import TokenStore
+from api.version import package_version
 from kb.errors import KnowledgeError
 
 log = logging.getLogger("dsdoctor.api")
@@ -56,7 +57,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         MAX_FORM_MEMORY_SIZE=limit,
         MAX_FORM_PARTS=2000,
         API_TITLE="dsdoctor",
-        API_VERSION="1",
+        API_VERSION=package_version(),
         OPENAPI_VERSION="3.0.3",
         OPENAPI_URL_PREFIX="/",
         OPENAPI_JSON_PATH="openapi.json",

@@ -11,10 +11,12 @@ import sys
 import click
 
 from api import cli_diagnose, cli_incidents, cli_kb, cli_rules, cli_serve, cli_token
+from api.version import package_version
 from kb.errors import DsdoctorError, KnowledgeError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_version(), "--version", "-V", prog_name="dsdoctor", message="%(prog)s %(version)s")
 @click.option("--debug", is_flag=True, help="Show the full traceback when a command fails.")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:

@@ -579,6 +579,7 @@ class SimilarListSchema(_Open):
 
 class HealthSchema(_Open):
     status = fields.String(required=True)
+    version = fields.String(metadata={"description": "the dsdoctor package version"})
 
 
 class ReadySchema(_Open):
