@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from api import cli_diagnose, cli_incidents, cli_kb, cli_rules, cli_serve, cli_token
+from api import cli_diagnose, cli_diagnoses, cli_incidents, cli_kb, cli_rules, cli_serve, cli_token
 from api.version import package_version
 from kb.errors import DsdoctorError, KnowledgeError
 
@@ -32,6 +32,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 cli.add_command(cli_serve.serve)
 cli.add_command(cli_diagnose.diagnose)
+cli.add_command(cli_diagnoses.diagnoses)
 cli.add_command(cli_kb.kb)
 cli.add_command(cli_rules.rules)
 cli.add_command(cli_incidents.incidents)

@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from api.cli_diagnoses import job_options, server_options, validate_job
 from api.evidence_files import build_evidence, parse_observe
 
 PROGRESS_THRESHOLD = 4 * 1024 * 1024  # show a progress bar for inputs above this size
@@ -22,7 +23,14 @@ PROGRESS_THRESHOLD = 4 * 1024 * 1024  # show a progress bar for inputs above thi
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
 @click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True, help="Language of human output.")
 @click.option("--top", default=5, show_default=True, type=click.IntRange(1, 50), help="How many causes to show.")
-def diagnose(logs, evidence_path, config_path, metrics_path, description, observe, fmt, lang, top) -> None:
+@click.option("--job-id", help="The job's scheduler id (stored with the diagnosis as job.id).")
+@click.option("--job-name", help="The job's name (job.name).")
+@click.option("--cluster", help="The cluster it ran on (job.cluster).")
+@click.option("--run-url", help="Link to the run in the tracker or scheduler (job.run_url).")
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="A job label (repeatable).")
+@server_options
+def diagnose(logs, evidence_path, config_path, metrics_path, description, observe, fmt, lang, top,
+             job_id, job_name, cluster, run_url, labels, server, token) -> None:
     """Rank the root causes of a failed job and propose the next isolation experiment.
 
     LOG files are streamed (any size); '-' reads standard input. Each line's rank, node and time
@@ -34,16 +42,32 @@ def diagnose(logs, evidence_path, config_path, metrics_path, description, observ
       dsdoctor diagnose train.log --config ds_config.json --describe "只有 3 号卡 OOM" --lang zh
       dsdoctor diagnose --evidence evidence.json --format json
       dsdoctor diagnose train.log --observe x.single_gpu_repro=does_not_reproduce
+      dsdoctor diagnose rank*.log --job-id 48213 --cluster a100-east --server http://127.0.0.1:8000
+
+    Without --server the diagnosis is computed here and not stored anywhere; with --server URL
+    (or DSDOCTOR_SERVER) the evidence is sent to that server, which stores it and answers with
+    its id and page.
     """
+    evidence, log_files = build_evidence(logs, evidence_path, config_path, metrics_path, description)
+    if observe:
+        evidence.setdefault("observations", {}).update(parse_observe(observe))
+    job = {**(evidence.get("job") or {}), **job_options(job_id, job_name, cluster, run_url, labels)}
+    if job:
+        evidence["job"] = validate_job(job)
+    if server:
+        from api.cli_diagnoses import send_evidence
+
+        send_evidence(server, token, evidence, log_files, fmt=fmt, lang=lang, top=top)
+        return
+    _diagnose_here(evidence, log_files, fmt=fmt, lang=lang, top=top)
+
+
+def _diagnose_here(evidence, log_files, *, fmt: str, lang: str, top: int) -> None:
     from api.cli_rules import use_disk_cache
     from api.render import render_markdown, render_text
     from kb.diagnosis import diagnose as run_diagnosis
 
     use_disk_cache()
-
-    evidence, log_files = build_evidence(logs, evidence_path, config_path, metrics_path, description)
-    if observe:
-        evidence.setdefault("observations", {}).update(parse_observe(observe))
     site_counts, similar = _site_history()
     total = sum(p.stat().st_size for _, p in log_files)
     with _progress(total) as advance:
@@ -52,9 +76,9 @@ def diagnose(logs, evidence_path, config_path, metrics_path, description, observ
     if fmt == "json":
         click.echo(json.dumps(result, ensure_ascii=False, indent=2))
     elif fmt == "markdown":
-        click.echo(render_markdown(result, lang), nl=False)
+        click.echo(render_markdown(result, lang, stored=False), nl=False)
     else:
-        click.echo(render_text(result, lang), nl=False)
+        click.echo(render_text(result, lang, stored=False), nl=False)
 
 
 def _site_history():

@@ -11,14 +11,16 @@ LABELS = {
         "fix": "fix", "findings": "Config findings", "next": "Next isolation experiment",
         "outcomes": "outcomes", "unexplained": "unexplained", "similar": "Similar past incidents",
         "warnings": "Warnings", "rank": "rank", "at": "at", "ruled": "Ruled out",
-        "then": "then", "observe": "record with",
+        "then": "then", "observe": "record with", "job": "Job",
+        "local": "dsdoctor diagnosis (local only, not stored; diagnose with --server URL to keep it)",
     },
     "zh": {
         "looks": "三看", "first": "第一个错误", "scope": "影响范围", "phase": "阶段", "none": "未发现",
         "causes": "最可能的根因", "for": "支持", "against": "反对", "fix": "修复", "findings": "配置检查",
         "next": "下一步隔离实验", "outcomes": "可能结果", "unexplained": "无法解释",
         "similar": "相似的历史事故", "warnings": "警告", "rank": "rank", "at": "时间", "ruled": "已排除",
-        "then": "则", "observe": "记录方式",
+        "then": "则", "observe": "记录方式", "job": "作业",
+        "local": "dsdoctor 诊断（仅本地，未保存；加 --server URL 可保存到服务器）",
     },
 }
 SCOPES = {"zh": {"single-rank": "单个 rank", "single-node": "单个节点", "multi-node": "多个节点", "global": "全局（所有 rank）",
@@ -48,10 +50,24 @@ def _first_error_line(d: dict[str, Any], lang: str) -> str:
     return prefix + (fe.get("line") or "")[:240]
 
 
-def render_text(d: dict[str, Any], lang: str = "en") -> str:
-    """The diagnosis for a person at a terminal."""
+def job_line(job: dict[str, Any] | None) -> str:
+    """``48213 llama-sft @ a100-east  https://...  team=pretrain``; empty without a job."""
+    if not job:
+        return ""
+    head = " ".join(str(job[k]) for k in ("id", "name") if job.get(k))
+    if job.get("cluster"):
+        head += f" @ {job['cluster']}"
+    labels = " ".join(f"{k}={v}" for k, v in sorted((job.get("labels") or {}).items()))
+    return "  ".join(p for p in (head.strip(), job.get("run_url") or "", labels) if p)
+
+
+def render_text(d: dict[str, Any], lang: str = "en", *, stored: bool = True) -> str:
+    """The diagnosis for a person at a terminal; ``stored=False`` (computed locally) quotes no id."""
     L = LABELS[lang]
-    out = [f"dsdoctor diagnosis {d['id']}", "", d["summary"]["text"], "", f"{L['looks']}:"]
+    out = [f"dsdoctor diagnosis {d['id']}" if stored else L["local"]]
+    if d.get("job"):
+        out.append(f"{L['job']}: {job_line(d['job'])}")
+    out += ["", d["summary"]["text"], "", f"{L['looks']}:"]
     out.append(f"  1. {L['first']}: {_first_error_line(d, lang)}")
     out.append(f"  2. {L['scope']}: {SCOPES.get(lang, {}).get(d['scope'], d['scope'])}")
     out.append(f"  3. {L['phase']}: {PHASES.get(lang, {}).get(d['phase'], d['phase'])}")
@@ -89,10 +105,13 @@ def render_text(d: dict[str, Any], lang: str = "en") -> str:
     return "\n".join(out) + "\n"
 
 
-def render_markdown(d: dict[str, Any], lang: str = "en") -> str:
-    """The diagnosis as Markdown (for tickets, chat and pull requests)."""
+def render_markdown(d: dict[str, Any], lang: str = "en", *, stored: bool = True) -> str:
+    """The diagnosis as Markdown (for tickets, chat and pull requests); ``stored=False`` quotes no id."""
     L = LABELS[lang]
-    out = [f"## dsdoctor diagnosis `{d['id']}`", "", f"**{d['summary']['text']}**", "", f"### {L['looks']}", ""]
+    out = [f"## dsdoctor diagnosis `{d['id']}`" if stored else f"## {L['local']}"]
+    if d.get("job"):
+        out += ["", f"**{L['job']}**: {job_line(d['job'])}"]
+    out += ["", f"**{d['summary']['text']}**", "", f"### {L['looks']}", ""]
     first = _first_error_line(d, lang).replace("`", "'")
     out.append(f"1. **{L['first']}**: `{first}`")
     out.append(f"2. **{L['scope']}**: {SCOPES.get(lang, {}).get(d['scope'], d['scope'])}")
