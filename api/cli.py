@@ -24,7 +24,8 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
     Evidence (logs, ds_config, metrics, versions) goes through rules into symptoms; a causal
     graph of symptoms, mechanisms and root causes ranks the causes and proposes the next
-    isolation experiment. Data lives in DSDOCTOR_HOME (default ./var).
+    isolation experiment. The server's data lives in DSDOCTOR_HOME (default ./var); the CLI's
+    caches in the user cache directory (~/.cache/dsdoctor).
     """
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug

@@ -90,7 +90,7 @@ def _site_history():
     from api.settings import home
     from kb.incidents.store import IncidentStore
 
-    store = IncidentStore.open_existing(home())
+    store = IncidentStore.open_existing(home(create=False))
     if store is None:
         return None, None
 
@@ -110,10 +110,12 @@ class _progress:
     def __enter__(self):
         if self.total < PROGRESS_THRESHOLD or not sys.stderr.isatty():
             return None
+        from rich.console import Console
         from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
+        # on stderr, so that the bar shows while stdout goes to a file or a pipe
         self.bar = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                            TransferSpeedColumn(), transient=True)
+                            TransferSpeedColumn(), transient=True, console=Console(stderr=True))
         self.bar.start()
         task = self.bar.add_task("reading logs", total=self.total)
         return lambda n: self.bar.advance(task, n)

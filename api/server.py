@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import ipaddress
 import json
 import os
@@ -55,6 +56,22 @@ def curl_example(host: str, port: int, with_token: bool) -> str:
     body = shlex.quote(json.dumps(EXAMPLE_EVIDENCE, separators=(",", ":")))
     return (f"curl -s -X POST 'http://{shown}:{port}/v1/diagnoses'{auth} -H 'Content-Type: application/json' "
             f"-d {body}")
+
+
+def check_port_free(host: str, port: int) -> None:
+    """One clear line when the port is taken, instead of gunicorn's five retries and tracebacks."""
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn binds: TIME_WAIT is no conflict
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise click.ClickException(f"port {port} is in use; try PORT={port + 1} make run "
+                                           f"(or dsdoctor serve --port {port + 1})") from None
+            raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from None
 
 
 def prepare_metrics_dir(home: Path) -> Path:
@@ -118,6 +135,7 @@ def run_server(host: str, port: int, workers: int, insecure: bool) -> None:
             f"refusing to serve on {host} (not a loopback address) with no API tokens: anyone could use the API. "
             "Create a token first (dsdoctor token create --name NAME --scope diagnose) or pass --insecure.")
     open_without_tokens = loopback or insecure
+    check_port_free(host, port)
     prepare_metrics_dir(home)  # before any worker imports prometheus_client
 
     from gunicorn.app.base import BaseApplication
