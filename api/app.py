@@ -19,6 +19,7 @@ from api import metrics
 from api.auth import Authenticator, check_request
 from api.errors import DsdoctorApi, problem_response, register_error_handlers
 from api.limits import close_request_files, decode_content_encoding, max_body_bytes
+from api.openapi_doc import CompleteOperations
 from api.schemas import MetricValue, openapi_field_properties
 from api.services import Services
 from api.settings import home as default_home
@@ -77,7 +78,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     svc = Services(data_home, auth, kb=app.config.get("DSDOCTOR_KB"), diagnose=app.config.get("DSDOCTOR_DIAGNOSE"),
                    seed_incidents=bool(app.config["DSDOCTOR_SEED_INCIDENTS"]))
 
-    api = DsdoctorApi(app)
+    api = DsdoctorApi(app, spec_kwargs={"extra_plugins": [CompleteOperations()]})
     api.register_field(MetricValue, None, None)
     api.ma_plugin.converter.add_attribute_function(lambda self, field, **kw: openapi_field_properties(field))
     api.spec.components.security_scheme("bearerAuth", {"type": "http", "scheme": "bearer",
