@@ -15,7 +15,7 @@ from typing import Any
 
 from flask import Flask
 
-from api import metrics
+from api import logs, metrics
 from api.auth import Authenticator, check_request
 from api.errors import DsdoctorApi, problem_response, register_error_handlers
 from api.limits import close_request_files, decode_content_encoding, max_body_bytes
@@ -86,7 +86,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.extensions["dsdoctor"] = {"services": svc, "auth": auth, "api": api}
 
     register_error_handlers(app)
-    metrics.install(app)  # first, so that requests refused by the hooks below are counted too
+    logs.install(app)  # first: refused requests get a request id too
+    metrics.install(app)  # before the hooks below, so that requests they refuse are counted too
     app.before_request(check_request)
     app.before_request(decode_content_encoding)
     app.teardown_request(close_request_files)

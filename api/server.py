@@ -5,7 +5,7 @@
   shared across a fork.
 * ``PROMETHEUS_MULTIPROC_DIR`` is set (and emptied) under ``DSDOCTOR_HOME`` before any worker
   imports prometheus_client; dead workers are marked so their gauges go away.
-* Access logs are JSON lines on stdout; SIGTERM stops gracefully (in-flight requests finish,
+* Access logs are JSON lines on stdout, app and gunicorn logs JSON lines on stderr (api/logs.py); SIGTERM stops gracefully (in-flight requests finish,
   up to ``graceful_timeout``); gunicorn's control socket is disabled.
 * With no API tokens the API is open, which is only allowed on a loopback address unless
   ``--insecure`` is given.
@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import errno
 import ipaddress
 import json
@@ -87,15 +86,23 @@ def prepare_metrics_dir(home: Path) -> Path:
 def _json_access_logger():
     from gunicorn.glogging import Logger
 
+    from api import logs
+
     class JsonAccessLogger(Logger):
-        """One JSON object per request on the access log (query strings redacted)."""
+        """gunicorn's own messages and one access line per request, all in the app's JSON format
+        (api/logs.py) with the request id; query strings redacted."""
+
+        def setup(self, cfg):
+            super().setup(cfg)
+            for handler in (*self.error_log.handlers, *self.access_log.handlers):
+                logs.use_json(handler)
 
         def access(self, resp, req, environ, request_time):
             if not self.access_log_enabled:
                 return
             status = resp.status.split(None, 1)[0] if isinstance(resp.status, str) else resp.status
             record = {
-                "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+                "request_id": environ.get(logs.ENVIRON_KEY),
                 "remote": environ.get("REMOTE_ADDR", "-"),
                 "method": environ.get("REQUEST_METHOD"),
                 "path": environ.get("PATH_INFO"),
@@ -104,10 +111,9 @@ def _json_access_logger():
                 "bytes": getattr(resp, "sent", None),
                 "duration_ms": round(request_time.total_seconds() * 1000, 2),
                 "user_agent": environ.get("HTTP_USER_AGENT"),
-                "pid": os.getpid(),
             }
             try:
-                self.access_log.info(json.dumps(record, ensure_ascii=False))
+                self.access_log.info("request", extra=record)
             except Exception:
                 self.exception("access log failed")
 
@@ -171,7 +177,10 @@ def run_server(host: str, port: int, workers: int, insecure: bool) -> None:
             self.cfg.set("proc_name", "dsdoctor")
 
         def load(self):
+            from api import logs
             from api.app import create_app
+
+            logs.configure()
 
             return create_app({"DSDOCTOR_HOME": str(home), "DSDOCTOR_OPEN_WITHOUT_TOKENS": open_without_tokens})
 
