@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from api.cli_diagnoses import job_options, server_options, validate_job
+from api.cli_diagnoses import job_options, send_evidence, server_options, validate_job
 from api.evidence_files import build_evidence, parse_observe
 
 PROGRESS_THRESHOLD = 4 * 1024 * 1024  # show a progress bar for inputs above this size
@@ -51,12 +51,11 @@ def diagnose(logs, evidence_path, config_path, metrics_path, description, observ
     evidence, log_files = build_evidence(logs, evidence_path, config_path, metrics_path, description)
     if observe:
         evidence.setdefault("observations", {}).update(parse_observe(observe))
-    job = {**(evidence.get("job") or {}), **job_options(job_id, job_name, cluster, run_url, labels)}
-    if job:
+    given = job_options(job_id, job_name, cluster, run_url, labels)
+    job = {**evidence["job"], **given} if isinstance(evidence.get("job"), dict) else evidence.get("job", given)
+    if job or "job" in evidence:
         evidence["job"] = validate_job(job)
     if server:
-        from api.cli_diagnoses import send_evidence
-
         send_evidence(server, token, evidence, log_files, fmt=fmt, lang=lang, top=top)
         return
     _diagnose_here(evidence, log_files, fmt=fmt, lang=lang, top=top)

@@ -21,7 +21,6 @@ GZIP_ABOVE = 64 * 1024  # bodies above this are sent with Content-Encoding: gzip
 _HINTS = {
     401: "the server wants a token: pass --token T (or set DSDOCTOR_TOKEN); create one with dsdoctor token create",
     403: "the token lacks the scope this needs",
-    404: "not found",
     413: "the evidence is larger than the server accepts (DSDOCTOR_MAX_BODY_MB on the server)",
 }
 

@@ -119,3 +119,10 @@ def test_a_local_diagnosis_says_it_is_not_stored(fmt, capsys) -> None:
     head = out.splitlines()[0]
     assert "local only, not stored" in head and "dsdoctor diagnosis d" not in out and "`d" not in head
     assert "77" in out
+
+
+def test_a_bad_job_in_the_evidence_file_is_one_line(tmp_path, capsys) -> None:
+    evidence = tmp_path / "evidence.json"
+    evidence.write_text('{"description": "x", "job": "48213"}', encoding="utf-8")
+    rc, _, err = run(capsys, "diagnose", "--evidence", str(evidence), "--job-id", "1")
+    assert rc != 0 and err == "dsdoctor: error: job must be an object with id, name, cluster, run_url, labels; got str\n"
