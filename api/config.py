@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -39,15 +39,15 @@ SERVE_KEYS: dict[str, type] = {"host": str, "port": int, "workers": int}
 SERVE_RANGES = {"port": (0, 65535), "workers": (1, 64)}
 
 
-def config_path() -> Path | None:
+def config_path(environ: Mapping[str, str] = os.environ) -> Path | None:
     """The config file in force, or None when there is none."""
-    named = os.environ.get(CONFIG_ENV)
+    named = environ.get(CONFIG_ENV)
     if named:
         path = Path(named).expanduser()
         if not path.is_file():
             raise DsdoctorError(f"{CONFIG_ENV}={named}: no such file")
         return path
-    home = os.environ.get("DSDOCTOR_HOME") or "var"
+    home = environ.get("DSDOCTOR_HOME") or "var"
     path = Path(home).expanduser() / FILE_NAME
     return path if path.is_file() else None
 
@@ -91,7 +91,7 @@ def load(path: Path) -> dict[str, Any]:
 
 def apply(environ: MutableMapping[str, str] = os.environ) -> dict[str, Any]:
     """Fill unset environment variables from the config file; return its ``[serve]`` table."""
-    path = config_path()
+    path = config_path(environ)
     if path is None:
         return {}
     data = load(path)

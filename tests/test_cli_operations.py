@@ -50,11 +50,10 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def test_config_fills_unset_variables_and_the_environment_wins(tmp_path, monkeypatch) -> None:
+def test_config_fills_unset_variables_and_the_environment_wins(tmp_path) -> None:
     path = _write(tmp_path / "dsdoctor.toml", 'kb_path = ["/a", "/b"]\nmax_body_mb = 8\n'
                                               'slack_signing_secret = "s"\n[serve]\nport = 8123\n')
     env = {"DSDOCTOR_CONFIG": str(path), "DSDOCTOR_MAX_BODY_MB": "64"}
-    monkeypatch.setenv("DSDOCTOR_CONFIG", str(path))
     assert config.apply(env) == {"port": 8123}
     assert env["DSDOCTOR_KB_PATH"] == "/a:/b" and env["DSDOCTOR_MAX_BODY_MB"] == "64"
     assert env["DSDOCTOR_SLACK_SIGNING_SECRET"] == "s"
@@ -62,9 +61,9 @@ def test_config_fills_unset_variables_and_the_environment_wins(tmp_path, monkeyp
 
 def test_config_is_found_in_the_data_directory(dsdoctor_home) -> None:
     _write(dsdoctor_home / "dsdoctor.toml", "max_body_mb = 4\n")
-    env: dict[str, str] = {}
+    env = {"DSDOCTOR_HOME": str(dsdoctor_home)}
     config.apply(env)
-    assert env == {"DSDOCTOR_MAX_BODY_MB": "4"}
+    assert env == {"DSDOCTOR_HOME": str(dsdoctor_home), "DSDOCTOR_MAX_BODY_MB": "4"}
 
 
 @pytest.mark.parametrize(("text", "message"), [
