@@ -15,16 +15,18 @@ from typing import Any
 
 from flask import Flask
 
-from api import metrics
+from api import logs, metrics
 from api.auth import Authenticator, check_request
 from api.errors import DsdoctorApi, problem_response, register_error_handlers
 from api.limits import close_request_files, decode_content_encoding, max_body_bytes
+from api.openapi_doc import CompleteOperations
 from api.origin import check_open_mode_origin
 from api.schemas import MetricValue, openapi_field_properties
 from api.services import Services
 from api.settings import home as default_home
 from api.store import DiagnosisStore
 from api.tokens import TokenStore
+from api.version import package_version
 from kb.errors import KnowledgeError
 
 log = logging.getLogger("dsdoctor.api")
@@ -58,7 +60,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         MAX_FORM_MEMORY_SIZE=limit,
         MAX_FORM_PARTS=2000,
         API_TITLE="dsdoctor",
-        API_VERSION="1",
+        API_VERSION=package_version(),
         OPENAPI_VERSION="3.0.3",
         OPENAPI_URL_PREFIX="/",
         OPENAPI_JSON_PATH="openapi.json",
@@ -78,7 +80,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     svc = Services(data_home, auth, kb=app.config.get("DSDOCTOR_KB"), diagnose=app.config.get("DSDOCTOR_DIAGNOSE"),
                    seed_incidents=bool(app.config["DSDOCTOR_SEED_INCIDENTS"]))
 
-    api = DsdoctorApi(app)
+    api = DsdoctorApi(app, spec_kwargs={"extra_plugins": [CompleteOperations()]})
     api.register_field(MetricValue, None, None)
     api.ma_plugin.converter.add_attribute_function(lambda self, field, **kw: openapi_field_properties(field))
     api.spec.components.security_scheme("bearerAuth", {"type": "http", "scheme": "bearer",
@@ -86,7 +88,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.extensions["dsdoctor"] = {"services": svc, "auth": auth, "api": api}
 
     register_error_handlers(app)
-    metrics.install(app)  # first, so that requests refused by the hooks below are counted too
+    logs.install(app)  # first: refused requests get a request id too
+    metrics.install(app)  # before the hooks below, so that requests they refuse are counted too
     app.before_request(check_open_mode_origin)
     app.before_request(check_request)
     app.before_request(decode_content_encoding)

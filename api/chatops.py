@@ -355,6 +355,10 @@ def _diagnosis_answer(d: dict[str, Any], ctx: ChatContext, lang: str, note: str 
     head = f"**{u(d['summary']['text'])}**"
     if note:
         head += f"\n_{note}_"
+    if d.get("job"):
+        from api.render import job_line
+
+        head += f"\n{'Job' if lang == 'en' else '作业'}: `{job_line(d['job']).replace('`', '')}`"
     parts.append(head)
     fe = d.get("first_error")
     if fe:

@@ -10,11 +10,13 @@ import sys
 
 import click
 
-from api import cli_diagnose, cli_incidents, cli_kb, cli_rules, cli_serve, cli_token
+from api import cli_diagnose, cli_diagnoses, cli_incidents, cli_kb, cli_rules, cli_serve, cli_token
+from api.version import package_version
 from kb.errors import DsdoctorError, KnowledgeError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_version(), "--version", "-V", prog_name="dsdoctor", message="%(prog)s %(version)s")
 @click.option("--debug", is_flag=True, help="Show the full traceback when a command fails.")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
@@ -22,7 +24,8 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
     Evidence (logs, ds_config, metrics, versions) goes through rules into symptoms; a causal
     graph of symptoms, mechanisms and root causes ranks the causes and proposes the next
-    isolation experiment. Data lives in DSDOCTOR_HOME (default ./var).
+    isolation experiment. The server's data lives in DSDOCTOR_HOME (default ./var); the CLI's
+    caches in the user cache directory (~/.cache/dsdoctor).
     """
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
@@ -30,6 +33,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 cli.add_command(cli_serve.serve)
 cli.add_command(cli_diagnose.diagnose)
+cli.add_command(cli_diagnoses.diagnoses)
 cli.add_command(cli_kb.kb)
 cli.add_command(cli_rules.rules)
 cli.add_command(cli_incidents.incidents)

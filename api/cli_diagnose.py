@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from api.cli_diagnoses import job_options, send_evidence, server_options, validate_job
 from api.evidence_files import build_evidence, parse_observe
 
 PROGRESS_THRESHOLD = 4 * 1024 * 1024  # show a progress bar for inputs above this size
@@ -22,7 +23,14 @@ PROGRESS_THRESHOLD = 4 * 1024 * 1024  # show a progress bar for inputs above thi
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
 @click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True, help="Language of human output.")
 @click.option("--top", default=5, show_default=True, type=click.IntRange(1, 50), help="How many causes to show.")
-def diagnose(logs, evidence_path, config_path, metrics_path, description, observe, fmt, lang, top) -> None:
+@click.option("--job-id", help="The job's scheduler id (stored with the diagnosis as job.id).")
+@click.option("--job-name", help="The job's name (job.name).")
+@click.option("--cluster", help="The cluster it ran on (job.cluster).")
+@click.option("--run-url", help="Link to the run in the tracker or scheduler (job.run_url).")
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="A job label (repeatable).")
+@server_options
+def diagnose(logs, evidence_path, config_path, metrics_path, description, observe, fmt, lang, top,
+             job_id, job_name, cluster, run_url, labels, server, token) -> None:
     """Rank the root causes of a failed job and propose the next isolation experiment.
 
     LOG files are streamed (any size); '-' reads standard input. Each line's rank, node and time
@@ -40,16 +48,30 @@ def diagnose(logs, evidence_path, config_path, metrics_path, description, observ
         --observe x.list_gpu_processes=foreign_process
 
     One case per command: logs of unrelated jobs given together are read as one job.
+
+    Without --server the diagnosis is computed here and not stored anywhere; with --server URL
+    (or DSDOCTOR_SERVER) the evidence is sent to that server, which stores it and answers with
+    its id and page.
     """
+    evidence, log_files = build_evidence(logs, evidence_path, config_path, metrics_path, description)
+    if observe:
+        evidence.setdefault("observations", {}).update(parse_observe(observe))
+    given = job_options(job_id, job_name, cluster, run_url, labels)
+    job = {**evidence["job"], **given} if isinstance(evidence.get("job"), dict) else evidence.get("job", given)
+    if job or "job" in evidence:
+        evidence["job"] = validate_job(job)
+    if server:
+        send_evidence(server, token, evidence, log_files, fmt=fmt, lang=lang, top=top)
+        return
+    _diagnose_here(evidence, log_files, fmt=fmt, lang=lang, top=top)
+
+
+def _diagnose_here(evidence, log_files, *, fmt: str, lang: str, top: int) -> None:
     from api.cli_rules import use_disk_cache
     from api.render import render_markdown, render_text
     from kb.diagnosis import diagnose as run_diagnosis
 
     use_disk_cache()
-
-    evidence, log_files = build_evidence(logs, evidence_path, config_path, metrics_path, description)
-    if observe:
-        evidence.setdefault("observations", {}).update(parse_observe(observe))
     site_counts, similar = _site_history()
     total = sum(p.stat().st_size for _, p in log_files)
     with _progress(total) as advance:
@@ -58,9 +80,9 @@ def diagnose(logs, evidence_path, config_path, metrics_path, description, observ
     if fmt == "json":
         click.echo(json.dumps(result, ensure_ascii=False, indent=2))
     elif fmt == "markdown":
-        click.echo(render_markdown(result, lang), nl=False)
+        click.echo(render_markdown(result, lang, stored=False), nl=False)
     else:
-        click.echo(render_text(result, lang), nl=False)
+        click.echo(render_text(result, lang, stored=False), nl=False)
 
 
 def _site_history():
@@ -72,7 +94,7 @@ def _site_history():
     from api.settings import home
     from kb.incidents.store import IncidentStore
 
-    store = IncidentStore.open_existing(home())
+    store = IncidentStore.open_existing(home(create=False))
     if store is None:
         return None, None
 
@@ -92,10 +114,12 @@ class _progress:
     def __enter__(self):
         if self.total < PROGRESS_THRESHOLD or not sys.stderr.isatty():
             return None
+        from rich.console import Console
         from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
+        # on stderr, so that the bar shows while stdout goes to a file or a pipe
         self.bar = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                            TransferSpeedColumn(), transient=True)
+                            TransferSpeedColumn(), transient=True, console=Console(stderr=True))
         self.bar.start()
         task = self.bar.add_task("reading logs", total=self.total)
         return lambda n: self.bar.advance(task, n)

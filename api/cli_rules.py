@@ -52,12 +52,16 @@ def _stderr_console() -> Any:
 
 
 def use_disk_cache() -> None:
-    """Compiled Hyperscan databases go to DSDOCTOR_HOME/cache, so the next command starts fast."""
-    from api.settings import home
+    """Compiled Hyperscan databases and jieba's dictionary go to the user cache directory, so the
+    next command starts fast (the server keeps its own under DSDOCTOR_HOME)."""
+    from api.settings import cli_cache_dir
+    from kb.incidents import analyzer
     from rules.matcher import configure_disk_cache
 
+    cache = cli_cache_dir()
     with contextlib.suppress(OSError):
-        configure_disk_cache(home() / "cache")
+        configure_disk_cache(cache / "rules")
+    analyzer.configure(cache)
 
 
 def _ruleset(dirs: tuple[Path, ...]) -> tuple[Any, list[Any]]:

@@ -4,6 +4,7 @@ and chat-ops (redact, diagnose with site priors and similar incidents, store, ke
 from __future__ import annotations
 
 import datetime as dt
+import time
 from typing import Any
 
 from api import jsontext, metrics
@@ -29,9 +30,10 @@ def redact(evidence: dict[str, Any]) -> tuple[dict[str, Any], Redactions]:
 
 def _run(evidence: dict[str, Any], *, lang: str, top: int, diagnosis_id: str | None) -> dict[str, Any]:
     svc = services()
+    started = time.perf_counter()
     result = svc.diagnose(evidence, kb=svc.kb(), site_counts=svc.site_counts(), similar=svc.similar,
                           lang=lang, top=top, diagnosis_id=diagnosis_id)
-    metrics.record_diagnosis(result)
+    metrics.record_diagnosis(result, time.perf_counter() - started)
     return result
 
 

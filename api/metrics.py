@@ -1,5 +1,6 @@
 """Prometheus metrics for /metrics: requests and latency by route and status, diagnoses by top
-cause, log bytes processed, secrets redacted, and the incident search index lag.
+cause and by verdict, diagnosis duration, log bytes processed, secrets redacted, the incident
+search index lag and build info.
 
 With several gunicorn workers, `dsdoctor serve` sets ``PROMETHEUS_MULTIPROC_DIR`` (under
 ``DSDOCTOR_HOME``) before any worker imports prometheus_client; each worker then writes its
@@ -10,6 +11,7 @@ sees the whole server whichever worker answers it.
 from __future__ import annotations
 
 import os
+import platform
 import time
 from collections.abc import Callable, Iterator
 
@@ -37,12 +39,21 @@ DIAGNOSES = Counter("dsdoctor_diagnoses", "Diagnoses computed (new or re-run), b
                     ["top_cause"])
 LOG_BYTES = Counter("dsdoctor_log_bytes_processed", "Bytes of log text diagnosed")
 REDACTIONS = Counter("dsdoctor_secrets_redacted", "Secrets removed from submitted evidence, by kind", ["kind"])
+DIAGNOSIS_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+DIAGNOSIS_DURATION = Histogram("dsdoctor_diagnosis_duration_seconds",
+                               "Time to compute one diagnosis (rules, inference, planning), new or re-run",
+                               buckets=DIAGNOSIS_BUCKETS)
+VERDICTS = Counter("dsdoctor_diagnosis_verdicts", "Diagnoses computed, by verdict (confident, uncertain, unexplained)",
+                   ["verdict"])
 
 
-def record_diagnosis(diagnosis: dict) -> None:
-    """Count one computed diagnosis and the log bytes behind it."""
+def record_diagnosis(diagnosis: dict, seconds: float | None = None) -> None:
+    """Count one computed diagnosis, its verdict, its duration and the log bytes behind it."""
     causes = diagnosis.get("causes") or []
     DIAGNOSES.labels(top_cause=causes[0]["id"] if causes else "none").inc()
+    VERDICTS.labels(verdict=(diagnosis.get("summary") or {}).get("verdict") or "none").inc()
+    if seconds is not None:
+        DIAGNOSIS_DURATION.observe(seconds)
     LOG_BYTES.inc(int((diagnosis.get("stats") or {}).get("bytes") or 0))
 
 
@@ -65,10 +76,23 @@ class IndexLagCollector(Collector):
         yield family
 
 
+class BuildInfoCollector(Collector):
+    """``dsdoctor_build_info{version, python} 1``: which release answers (the same in every worker)."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        from api.version import package_version
+
+        family = GaugeMetricFamily("dsdoctor_build_info", "The dsdoctor version serving, always 1",
+                                   labels=["version", "python"])
+        family.add_metric([package_version(), platform.python_version()], 1.0)
+        yield family
+
+
 def render(read_lag: Callable[[], float | None]) -> tuple[bytes, str]:
     """The exposition text and its content type, merged over worker processes when multiprocess."""
     extra = CollectorRegistry(auto_describe=False)
     extra.register(IndexLagCollector(read_lag))
+    extra.register(BuildInfoCollector())
     if os.environ.get(MULTIPROC_ENV):
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)

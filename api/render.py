@@ -14,6 +14,7 @@ LABELS = {
         "warnings": "Warnings", "rank": "rank", "at": "at", "ruled": "Ruled out",
         "then": "then", "observe": "record with", "next_step": "Next step", "regression": "regression check",
         "no_experiment": "none left above the information floor", "settled": "already answered by the evidence:",
+        "job": "Job", "local": "dsdoctor diagnosis (local only, not stored; diagnose with --server URL to keep it)",
     },
     "zh": {
         "looks": "三看", "first": "第一个错误", "scope": "影响范围", "phase": "阶段", "none": "未发现",
@@ -22,6 +23,7 @@ LABELS = {
         "similar": "相似的历史事故", "warnings": "警告", "rank": "rank", "at": "时间", "ruled": "已排除",
         "then": "则", "observe": "记录方式", "next_step": "下一步", "regression": "回归检查",
         "no_experiment": "没有信息增益高于下限的实验", "settled": "证据已给出结果：",
+        "job": "作业", "local": "dsdoctor 诊断（仅本地，未保存；加 --server URL 可保存到服务器）",
     },
 }
 SCOPES = {"zh": {"single-rank": "单个 rank", "single-node": "单个节点", "multi-node": "多个节点", "global": "全局（所有 rank）",
@@ -92,10 +94,24 @@ def _steps_text(e: dict[str, Any]) -> list[str]:
     return out
 
 
-def render_text(d: dict[str, Any], lang: str = "en") -> str:
-    """The diagnosis for a person at a terminal."""
+def job_line(job: dict[str, Any] | None) -> str:
+    """``48213 llama-sft @ a100-east  https://...  team=pretrain``; empty without a job."""
+    if not job:
+        return ""
+    head = " ".join(str(job[k]) for k in ("id", "name") if job.get(k))
+    if job.get("cluster"):
+        head += f" @ {job['cluster']}"
+    labels = " ".join(f"{k}={v}" for k, v in sorted((job.get("labels") or {}).items()))
+    return "  ".join(p for p in (head.strip(), job.get("run_url") or "", labels) if p)
+
+
+def render_text(d: dict[str, Any], lang: str = "en", *, stored: bool = True) -> str:
+    """The diagnosis for a person at a terminal; ``stored=False`` (computed locally) quotes no id."""
     L = LABELS[lang]
-    out = [f"dsdoctor diagnosis {d['id']}", "", d["summary"]["text"], "", f"{L['looks']}:"]
+    out = [f"dsdoctor diagnosis {d['id']}" if stored else L["local"]]
+    if d.get("job"):
+        out.append(f"{L['job']}: {job_line(d['job'])}")
+    out += ["", d["summary"]["text"], "", f"{L['looks']}:"]
     first = _first_error_lines(d, lang, "       ")
     out.append(f"  1. {L['first']}: {first[0]}")
     out += first[1:]
@@ -161,10 +177,13 @@ def grouped_steps(steps: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
     return out
 
 
-def render_markdown(d: dict[str, Any], lang: str = "en") -> str:
-    """The diagnosis as Markdown (for tickets, chat and pull requests)."""
+def render_markdown(d: dict[str, Any], lang: str = "en", *, stored: bool = True) -> str:
+    """The diagnosis as Markdown (for tickets, chat and pull requests); ``stored=False`` quotes no id."""
     L = LABELS[lang]
-    out = [f"## dsdoctor diagnosis `{d['id']}`", "", f"**{d['summary']['text']}**", "", f"### {L['looks']}", ""]
+    out = [f"## dsdoctor diagnosis `{d['id']}`" if stored else f"## {L['local']}"]
+    if d.get("job"):
+        out += ["", f"**{L['job']}**: {job_line(d['job'])}"]
+    out += ["", f"**{d['summary']['text']}**", "", f"### {L['looks']}", ""]
     fe = d.get("first_error")
     out.append(f"1. **{L['first']}**: {_first_error_where(d, lang) if fe else L['none']}")
     if fe:

@@ -141,6 +141,25 @@ def _observation_key() -> fields.String:
                                                   "a symptom id (s.cuda_oom) or experiment=outcome"))
 
 
+class EvidenceJobSchema(Schema):
+    """Which job the evidence came from; stored with the diagnosis and filterable in listings."""
+
+    class Meta:
+        unknown = RAISE
+
+    id = fields.String(validate=validate.Length(1, 200), metadata={"description": "scheduler job id, e.g. 48213"})
+    name = fields.String(validate=validate.Length(1, 200), metadata={"description": "e.g. llama-70b-sft"})
+    cluster = fields.String(validate=validate.Length(1, 200), metadata={"description": "e.g. a100-east"})
+    run_url = fields.String(validate=[validate.Length(max=2000),
+                                      validate.URL(schemes={"http", "https"}, require_tld=False,
+                                                   error="run_url must be an http(s) URL")],
+                            metadata={"description": "the run in the tracker or scheduler (http/https)"})
+    labels = fields.Dict(keys=fields.String(validate=validate.Length(1, 100)),
+                         values=fields.String(validate=validate.Length(max=200)),
+                         validate=validate.Length(max=50, error="at most 50 labels"),
+                         metadata={"description": 'free key/value pairs, e.g. {"team": "pretrain"}'})
+
+
 class EvidenceSchema(Schema):
     """The evidence document (see the README): at least one of description or logs."""
 
@@ -155,6 +174,7 @@ class EvidenceSchema(Schema):
     observations = fields.Dict(keys=_observation_key(), values=StrictBoolean(),
                                metadata={"description": 'known facts: {"s.cuda_oom": true, '
                                                         '"x.single_gpu_repro=reproduces": true}'})
+    job = fields.Nested(EvidenceJobSchema, metadata={"description": "the job's identity: id, name, cluster, run_url, labels"})
 
     @validates_schema
     def _something_to_diagnose(self, data: dict[str, Any], **kwargs: Any) -> None:
@@ -220,6 +240,8 @@ class ReRunQuerySchema(Schema):
 
 
 class ListQuerySchema(Schema):
+    job_id = fields.String(validate=validate.Length(1, 200), metadata={"description": "only diagnoses of this job.id"})
+    cluster = fields.String(validate=validate.Length(1, 200), metadata={"description": "only this job.cluster"})
     since = Moment(metadata={"description": "only diagnoses created at or after this ISO date/datetime (UTC)"})
     limit = fields.Integer(load_default=20, validate=validate.Range(1, 200, error="limit must be between 1 and 200"))
     cursor = fields.String(validate=validate.Length(1, 200),
@@ -461,6 +483,7 @@ class DiagnosisSchema(_Open):
     similar_incidents = fields.List(fields.Dict())
     warnings = fields.List(fields.String())
     stats = fields.Dict()
+    job = fields.Nested(EvidenceJobSchema, metadata={"description": "the job the evidence named, when it named one"})
 
 
 class DiagnosisSummarySchema(_Open):
@@ -473,6 +496,7 @@ class DiagnosisSummarySchema(_Open):
     summary = fields.String()
     lang = fields.String()
     url = fields.String()
+    job = fields.Nested(EvidenceJobSchema, allow_none=True)
 
 
 class DiagnosisListSchema(_Open):
@@ -602,6 +626,7 @@ class SimilarListSchema(_Open):
 
 class HealthSchema(_Open):
     status = fields.String(required=True)
+    version = fields.String(metadata={"description": "the dsdoctor package version"})
 
 
 class ReadySchema(_Open):

@@ -6,7 +6,7 @@
   (SQLite handles, index readers) is shared across a fork.
 * ``PROMETHEUS_MULTIPROC_DIR`` is set (and emptied) under ``DSDOCTOR_HOME`` before any worker
   imports prometheus_client; dead workers are marked so their gauges go away.
-* Access logs are JSON lines on stdout; SIGTERM stops gracefully (in-flight requests finish,
+* Access logs are JSON lines on stdout, app and gunicorn logs JSON lines on stderr (api/logs.py); SIGTERM stops gracefully (in-flight requests finish,
   up to ``graceful_timeout``); gunicorn's control socket is disabled.
 * With no API tokens the API is open, which is only allowed on a loopback address unless
   ``--insecure`` is given.
@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-import datetime as dt
+import errno
 import ipaddress
 import json
 import os
@@ -60,6 +60,22 @@ def curl_example(host: str, port: int, with_token: bool) -> str:
             f"-d {body}")
 
 
+def check_port_free(host: str, port: int) -> None:
+    """One clear line when the port is taken, instead of gunicorn's five retries and tracebacks."""
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn binds: TIME_WAIT is no conflict
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise click.ClickException(f"port {port} is in use; try PORT={port + 1} make run "
+                                           f"(or dsdoctor serve --port {port + 1})") from None
+            raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+
+
 def prepare_metrics_dir(home: Path) -> Path:
     """An empty directory for prometheus_client's multiprocess files, exported in the environment."""
     directory = home / "prometheus"
@@ -86,15 +102,23 @@ def redacted_url_part(text: str, *, query: bool = False) -> str:
 def _json_access_logger():
     from gunicorn.glogging import Logger
 
+    from api import logs
+
     class JsonAccessLogger(Logger):
-        """One JSON object per request on the access log (query strings redacted)."""
+        """gunicorn's own messages and one access line per request, all in the app's JSON format
+        (api/logs.py) with the request id; query strings redacted."""
+
+        def setup(self, cfg):
+            super().setup(cfg)
+            for handler in (*self.error_log.handlers, *self.access_log.handlers):
+                logs.use_json(handler)
 
         def access(self, resp, req, environ, request_time):
             if not self.access_log_enabled:
                 return
             status = resp.status.split(None, 1)[0] if isinstance(resp.status, str) else resp.status
             record = {
-                "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+                "request_id": environ.get(logs.ENVIRON_KEY),
                 "remote": environ.get("REMOTE_ADDR", "-"),
                 "method": environ.get("REQUEST_METHOD"),
                 "path": redacted_url_part(environ.get("PATH_INFO") or ""),
@@ -103,10 +127,9 @@ def _json_access_logger():
                 "bytes": getattr(resp, "sent", None),
                 "duration_ms": round(request_time.total_seconds() * 1000, 2),
                 "user_agent": environ.get("HTTP_USER_AGENT"),
-                "pid": os.getpid(),
             }
             try:
-                self.access_log.info(json.dumps(record, ensure_ascii=False))
+                self.access_log.info("request", extra=record)
             except Exception:
                 self.exception("access log failed")
 
@@ -134,6 +157,7 @@ def run_server(host: str, port: int, workers: int, insecure: bool) -> None:
             f"refusing to serve on {host} (not a loopback address) with no API tokens: anyone could use the API. "
             "Create a token first (dsdoctor token create --name NAME --scope diagnose) or pass --insecure.")
     open_without_tokens = loopback or insecure
+    check_port_free(host, port)
     prepare_metrics_dir(home)  # before any worker imports prometheus_client
 
     from gunicorn.app.base import BaseApplication
@@ -170,7 +194,10 @@ def run_server(host: str, port: int, workers: int, insecure: bool) -> None:
             self.cfg.set("proc_name", "dsdoctor")
 
         def load(self):
+            from api import logs
             from api.app import create_app
+
+            logs.configure()
 
             return create_app({"DSDOCTOR_HOME": str(home), "DSDOCTOR_OPEN_WITHOUT_TOKENS": open_without_tokens,
                                "DSDOCTOR_BIND_HOST": host})

@@ -22,7 +22,7 @@ from typing import Any
 from api import jsontext
 
 FILE_NAME = "diagnoses.db"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS diagnoses (
@@ -42,6 +42,12 @@ CREATE TABLE IF NOT EXISTS diagnoses (
     history TEXT NOT NULL DEFAULT '[]'
 );
 CREATE INDEX IF NOT EXISTS diagnoses_created_at ON diagnoses (created_at);
+"""
+#: Version 2: the job identity of the evidence, as columns so that listings can filter on it.
+_JOB_COLUMNS = {"job_id": "TEXT", "cluster": "TEXT", "job": "TEXT"}
+_JOB_INDEXES = """
+CREATE INDEX IF NOT EXISTS diagnoses_job_id ON diagnoses (job_id);
+CREATE INDEX IF NOT EXISTS diagnoses_cluster ON diagnoses (cluster);
 """
 
 
@@ -95,6 +101,24 @@ def _top(diagnosis: dict[str, Any]) -> tuple[str | None, float | None]:
     return (causes[0]["id"], causes[0]["probability"]) if causes else (None, None)
 
 
+def _job(diagnosis: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
+    job = diagnosis.get("job") or {}
+    return job.get("id"), job.get("cluster"), jsontext.dumps(job) if job else None
+
+
+def _add_job_columns(conn: sqlite3.Connection) -> None:
+    """Add the version-2 job columns to a version-1 database (a no-op when present; races are harmless)."""
+    present = {row[1] for row in conn.execute("PRAGMA table_info(diagnoses)")}
+    for name, kind in _JOB_COLUMNS.items():
+        if name not in present:
+            try:
+                conn.execute(f"ALTER TABLE diagnoses ADD COLUMN {name} {kind}")
+            except sqlite3.OperationalError as exc:  # another worker added it first
+                if "duplicate column" not in str(exc):
+                    raise
+    conn.executescript(_JOB_INDEXES)
+
+
 _local = threading.local()
 
 
@@ -141,6 +165,7 @@ class DiagnosisStore:
             if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.executescript(_SCHEMA)
+            _add_job_columns(conn)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         finally:
             conn.close()
@@ -163,10 +188,11 @@ class DiagnosisStore:
         cause, probability = _top(diagnosis)
         self.conn.execute(
             "INSERT INTO diagnoses (id, created_at, updated_at, top_cause, top_probability, verdict, summary, lang, "
-            "top_n, evidence, diagnosis, history) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS TEXT), ?)",
+            "top_n, evidence, diagnosis, history, job_id, cluster, job) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS TEXT), ?, ?, ?, ?)",
             (diagnosis["id"], now, now, cause, probability, (diagnosis.get("summary") or {}).get("verdict"),
              (diagnosis.get("summary") or {}).get("text", ""), lang, top, _pack(evidence),
-             diagnosis_json or jsontext.dumps_bytes(diagnosis), "[]"),
+             diagnosis_json or jsontext.dumps_bytes(diagnosis), "[]", *_job(diagnosis)),
         )
 
     def get(self, diagnosis_id: str) -> StoredDiagnosis | None:
@@ -198,24 +224,28 @@ class DiagnosisStore:
         )
         return cursor.rowcount == 1
 
-    def list(self, *, since: str | None = None, limit: int = 20, cursor: str | None = None
-             ) -> tuple[list[dict[str, Any]], str | None]:
+    def list(self, *, since: str | None = None, limit: int = 20, cursor: str | None = None,
+             job_id: str | None = None, cluster: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
         """Summaries newest first, and the cursor of the next page (None on the last page)."""
         where, params = [], []
+        for column, value in (("job_id", job_id), ("cluster", cluster)):
+            if value:
+                where.append(f"{column} = ?")
+                params.append(value)
         if cursor:
             where.append("seq < ?")
             params.append(decode_cursor(cursor))
         if since:
             where.append("created_at >= ?")
             params.append(since)
-        sql = ("SELECT seq, id, created_at, updated_at, top_cause, top_probability, verdict, summary, lang "
+        sql = ("SELECT seq, id, created_at, updated_at, top_cause, top_probability, verdict, summary, lang, job "
                "FROM diagnoses" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY seq DESC LIMIT ?")
         rows = self.conn.execute(sql, [*params, limit + 1]).fetchall()
         items = [
             {"id": did, "created_at": created, "updated_at": updated, "top_cause": cause,
              "top_probability": probability, "verdict": verdict, "summary": summary, "lang": lang,
-             "url": f"/v1/diagnoses/{did}"}
-            for _seq, did, created, updated, cause, probability, verdict, summary, lang in rows[:limit]
+             "url": f"/v1/diagnoses/{did}", "job": json.loads(job) if job else None}
+            for _seq, did, created, updated, cause, probability, verdict, summary, lang, job in rows[:limit]
         ]
         next_cursor = encode_cursor(rows[limit - 1][0]) if len(rows) > limit else None
         return items, next_cursor

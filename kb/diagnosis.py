@@ -76,10 +76,18 @@ def diagnose(
     if not (evidence.get("description") or evidence.get("logs") or log_files):
         raise DsdoctorError("evidence needs at least one of 'description' or 'logs'")
     extraction = extract(evidence, log_files=log_files, progress=progress)
-    return diagnose_extraction(
+    result = diagnose_extraction(
         extraction, evidence.get("observations"), kb=kb, site_counts=site_counts, similar=similar,
         lang=lang, top=top, diagnosis_id=diagnosis_id, description=evidence.get("description") or "",
     )
+    return with_job(result, evidence)
+
+
+def with_job(result: dict[str, Any], evidence: dict[str, Any]) -> dict[str, Any]:
+    """Carry the evidence's ``job`` identity (id, name, cluster, run_url, labels) into the diagnosis."""
+    if evidence.get("job"):
+        result["job"] = dict(evidence["job"])
+    return result
 
 
 def diagnose_extraction(

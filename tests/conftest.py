@@ -11,9 +11,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(autouse=True)
 def dsdoctor_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every test writes into its own DSDOCTOR_HOME and sees no site overlays."""
+    """Every test writes into its own DSDOCTOR_HOME and user cache directory and sees no site overlays."""
     home = tmp_path / "home"
     monkeypatch.setenv("DSDOCTOR_HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
+    monkeypatch.delenv("DSDOCTOR_CONFIG", raising=False)
     monkeypatch.delenv("DSDOCTOR_KB_PATH", raising=False)
     return home
 

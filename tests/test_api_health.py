@@ -6,12 +6,20 @@ import re
 
 import pytest
 
+from api.version import package_version
 from tests.test_api_support import EVIDENCE, api_app, assert_problem, client, make_app  # noqa: F401
 
 
 def test_healthz(client) -> None:
     response = client.get("/healthz")
-    assert response.status_code == 200 and response.get_json() == {"status": "ok"}
+    assert response.status_code == 200 and response.get_json() == {"status": "ok", "version": package_version()}
+
+
+def test_the_api_version_is_the_package_version(client) -> None:
+    from importlib.metadata import version
+
+    assert package_version() == version("dsdoctor") != "1"
+    assert client.get("/openapi.json").get_json()["info"]["version"] == version("dsdoctor")
 
 
 def test_readyz_reports_each_check(client, monkeypatch) -> None:

@@ -26,7 +26,7 @@ KEYWORDS = {"loss is nan": "s.loss_nan", "all ranks": "s.nan_all_ranks", "overfl
 def fake_diagnose(evidence: dict[str, Any], *, kb, log_files=(), site_counts=None, similar=None, lang="en",
                   top=5, progress=None, diagnosis_id=None) -> dict[str, Any]:
     """kb.diagnosis.diagnose with a keyword matcher in place of rules.extract."""
-    from kb.diagnosis import diagnose_extraction
+    from kb.diagnosis import diagnose_extraction, with_job
 
     if not (evidence.get("description") or evidence.get("logs") or log_files):
         raise DsdoctorError("evidence needs at least one of 'description' or 'logs'")
@@ -50,9 +50,10 @@ def fake_diagnose(evidence: dict[str, Any], *, kb, log_files=(), site_counts=Non
                     seen.lines.append(LineRef(source, lineno, line[:500], rank=rank, rule="test.keyword"))
                     if extraction.first_error is None:
                         extraction.first_error = FirstError(rank, None, None, line[:500], source, lineno, sid)
-    return diagnose_extraction(extraction, evidence.get("observations"), kb=kb, site_counts=site_counts,
-                               similar=similar, lang=lang, top=top, diagnosis_id=diagnosis_id,
-                               description=evidence.get("description") or "")
+    result = diagnose_extraction(extraction, evidence.get("observations"), kb=kb, site_counts=site_counts,
+                                 similar=similar, lang=lang, top=top, diagnosis_id=diagnosis_id,
+                                 description=evidence.get("description") or "")
+    return with_job(result, evidence)
 
 
 NAN_LOG = "[rank3]: step 120 loss is nan\n[rank3]: only rank 3 diverged\n[rank0]: step 120 ok\n"

@@ -82,10 +82,13 @@ def create_diagnosis(query: dict[str, Any]):
 @blp.arguments(ListQuerySchema, location="query")
 @blp.response(200, DiagnosisListSchema)
 def list_diagnoses(query: dict[str, Any]):
-    """Stored diagnoses, newest first; pass `next_cursor` back as `cursor` for the next page."""
+    """Stored diagnoses, newest first; pass `next_cursor` back as `cursor` for the next page.
+
+    Filter by the evidence's job with `job_id` and `cluster`."""
     try:
         items, next_cursor = services().diagnoses().list(since=query.get("since"), limit=query["limit"],
-                                                         cursor=query.get("cursor"))
+                                                         cursor=query.get("cursor"), job_id=query.get("job_id"),
+                                                         cluster=query.get("cluster"))
     except InvalidCursor as exc:
         raise validation_error([field_error("cursor", str(exc), "query")]) from None
     return json_response({"items": items, "next_cursor": next_cursor})

@@ -12,6 +12,7 @@ from api.blueprints import json_response
 from api.errors import ApiError
 from api.schemas import HealthSchema, ReadySchema
 from api.services import services
+from api.version import package_version
 
 blp = Blueprint("health", __name__, description="Liveness, readiness and metrics (no token needed).")
 
@@ -19,8 +20,8 @@ blp = Blueprint("health", __name__, description="Liveness, readiness and metrics
 @blp.route("/healthz", methods=["GET"])
 @blp.response(200, HealthSchema)
 def healthz():
-    """The process is up and answering."""
-    return json_response({"status": "ok"})
+    """The process is up and answering, and which dsdoctor version answers."""
+    return json_response({"status": "ok", "version": package_version()})
 
 
 def readiness_checks() -> dict[str, dict[str, Any]]:
