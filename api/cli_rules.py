@@ -52,12 +52,15 @@ def _stderr_console() -> Any:
 
 
 def use_disk_cache() -> None:
-    """Compiled Hyperscan databases go to DSDOCTOR_HOME/cache, so the next command starts fast."""
+    """Compiled Hyperscan databases and the loaded rules and knowledge base (kb/snapshot.py) go to
+    DSDOCTOR_HOME/cache, so the next command starts fast."""
     from api.settings import home
+    from kb import snapshot
     from rules.matcher import configure_disk_cache
 
     with contextlib.suppress(OSError):
         configure_disk_cache(home() / "cache")
+        snapshot.configure(home() / "cache")
 
 
 def _ruleset(dirs: tuple[Path, ...]) -> tuple[Any, list[Any]]:
