@@ -52,6 +52,10 @@ class _LookbackCache:
     year_known: bool = True
 
 
+#: what the read loop needs to know about a line hit by some rules (see :meth:`_Plan.line_kind`)
+LineKind = tuple[bool, int, bool, list[Rule], bool, bool, bool]
+
+
 class _Plan:
     """Per-rule facts of one compiled matcher that the read loop needs."""
 
@@ -66,15 +70,20 @@ class _Plan:
         self.rank_capture = [_repeatable(r, anchored, settings, allow_rank=True) and not rep
                              for r, anchored, rep in zip(matcher.rules, matcher.anchored, self.repeatable, strict=True)]
         # (rule indexes hitting one line) -> what the read loop needs to know about such a line
-        self.line_kinds: dict[tuple[int, ...], tuple[bool, int, bool, tuple[int, ...], bool]] = {}
+        self.line_kinds: dict[tuple[int, ...], LineKind] = {}
 
-    def line_kind(self, indexes: tuple[int, ...]) -> tuple[bool, int, bool, tuple[int, ...], bool]:
+    def line_kind(self, indexes: tuple[int, ...]) -> LineKind:
         """For a line hit by ``indexes``: (only context-only rules, sampling key, a progress rule among
-        them, the symptom rules, only traceback structure). Remembered for the next line hit by the same rules."""
+        them, the symptom rules, only traceback structure, symptom rules that may be counted once
+        confirmed often: all of them whatever the line / when the line names its rank). Remembered for
+        the next line hit by the same rules."""
         context_only, is_progress = self.context_only, self.is_progress
         key = min(indexes)
+        symptom = [k for k in indexes if not context_only[k]]
         kind = (all(context_only[k] for k in indexes), key, is_progress[key] or any(is_progress[k] for k in indexes),
-                tuple(k for k in indexes if not context_only[k]), all(self.is_structure[k] for k in indexes))
+                [self.matcher.rules[k] for k in symptom], all(self.is_structure[k] for k in indexes),
+                bool(symptom) and all(self.repeatable[k] for k in symptom),
+                bool(symptom) and all(self.repeatable[k] or self.rank_capture[k] for k in symptom))
         if len(self.line_kinds) < 4096:
             self.line_kinds[indexes] = kind
         return kind
@@ -276,9 +285,6 @@ class _Reader:
         i, n = 0, len(hits)
         confirm = matcher.confirm
         collector = self.collector
-        repeatable = plan.repeatable
-        rank_capture = plan.rank_capture
-        rules = matcher.rules
         confirmed = self.confirmed
         repeat_after = self.repeat_after
         full_lines = self.full_lines
@@ -299,7 +305,7 @@ class _Reader:
             kind = line_kinds.get(indexes)
             if kind is None:
                 kind = plan.line_kind(indexes)
-            sampled, key, progress, symptom_rules, structure = kind
+            sampled, key, progress, symptom_objs, structure, all_repeatable, rank_countable = kind
             if sampled and not (progress and progress_all):
                 count = seen.get(key, 0) + 1
                 if count > full_lines and not keep(count):
@@ -313,21 +319,22 @@ class _Reader:
             line = chunk[start:end]
             if line.endswith(b"\r"):
                 line = line[:-1]
-            rank = leading_rank(line) if structure or symptom_rules else None
+            rank = leading_rank(line) if structure or rank_countable else None
             if rank is not None:  # the participant is known without parsing the prefix: try to only count it
                 if structure and collector.skip_traceback_of(src, ("r", rank)):
                     continue
-                if symptom_rules and all((repeatable[k] or rank_capture[k]) and confirmed.get(rules[k].id, 0)
-                                         >= repeat_after for k in symptom_rules) \
-                        and collector.repeat_of(src, ("r", rank), [rules[k] for k in symptom_rules]):
+                if rank_countable and all(confirmed.get(r.id, 0) >= repeat_after for r in symptom_objs) \
+                        and collector.repeat_of(src, ("r", rank), symptom_objs):
                     continue
-            ctx = parse_prefix(line)
-            if structure and collector.skip_traceback(src, ctx):
-                continue  # a later traceback of a rank that already has its first error: its frames go unused
-            if symptom_rules and all((repeatable[k] or (rank_capture[k] and ctx.rank is not None))
-                                     and confirmed.get(rules[k].id, 0) >= repeat_after for k in symptom_rules) \
-                    and collector.repeat(src, ctx, [rules[k] for k in symptom_rules]):
-                continue  # a line like many before it, from a rank already seen: counted, not re-read
+                ctx = parse_prefix(line)
+            else:
+                ctx = parse_prefix(line)
+                if structure and collector.skip_traceback(src, ctx):
+                    continue  # a later traceback of a rank that already erred: its frames go unused
+                if (all_repeatable or (rank_countable and ctx.rank is not None)) \
+                        and all(confirmed.get(r.id, 0) >= repeat_after for r in symptom_objs) \
+                        and collector.repeat(src, ctx, symptom_objs):
+                    continue  # a line like many before it, from a rank already seen: counted, not re-read
             lineno += chunk.count(b"\n", counted, start)
             counted = start
             if len(indexes) > max_rules:
