@@ -213,7 +213,9 @@ def _element(m: re.Match[bytes], ctx: LineContext) -> bool:
     return True
 
 
-_LEADING_RANK = re.compile(rb"\[(?i:rank)(\d{1,6})\]: ?")
+#: torchrun's ``[rankN]:`` not followed by a digit or ``[digit`` (a dated timestamp may follow) nor by
+#: another rank element
+_LEADING_RANK = re.compile(rb"\[(?i:rank)(\d{1,6})\]:(?! ?(?:\d|\[\d|\[?(?i:rank)))")
 
 
 def leading_rank(line: bytes) -> int | None:
@@ -223,12 +225,7 @@ def leading_rank(line: bytes) -> int | None:
     A cheap check for lines that are only counted: a full prefix parse costs ~10x more.
     """
     m = _LEADING_RANK.match(line)
-    if m is None:
-        return None
-    after = line[m.end():m.end() + 6].lower()
-    if after[:1].isdigit() or (after[:1] == b"[" and after[1:2].isdigit()) or b"rank" in after:
-        return None
-    return int(m.group(1))
+    return int(m.group(1)) if m is not None else None
 
 
 def parse_prefix(line: bytes) -> LineContext:
