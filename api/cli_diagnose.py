@@ -92,6 +92,9 @@ def _site_history():
     for loading jieba on a diagnosis that has no Chinese in it).
     """
     from api.settings import home
+
+    if not (home() / "incidents.db").exists():  # the store's DB_FILE; importing the store costs ~0.4 s
+        return None, None
     from kb.incidents.store import IncidentStore
 
     store = IncidentStore.open_existing(home(create=False))

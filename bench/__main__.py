@@ -17,6 +17,7 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("bench.simulation", [], []),
     ("bench.latency", [], []),
     ("bench.extract_bench", ["--size-mb", "200"], []),
+    ("bench.error_dense_bench", ["--ranks", "4096"], ["--ranks", "4096", "16384"]),
     ("bench.search_bench", ["--n", "5000"], ["--n", "100000"]),
     ("bench.api_bench", ["--seconds", "5"], []),
 ]

@@ -8,8 +8,12 @@ warnings, tqdm bars, checkpoint saves, a few fp16 OVERFLOW lines and well under 
 
 * ``extract`` over the file in a fresh subprocess: MB/s end to end (attribution, scope, phase,
   metrics included) and the child's peak RSS (``resource.getrusage(RUSAGE_CHILDREN)``);
+* the whole command, ``dsdoctor diagnose FILE --format json`` in a fresh process (start-up,
+  extraction, ranking, rendering; compiled-rule and knowledge snapshots warm), its wall time and
+  peak RSS;
 * ``LC_ALL=C grep -E -c -f patterns.txt`` over the same file with the same rule patterns
-  (translated to POSIX ERE where possible; the count of translated patterns is printed).
+  (translated to POSIX ERE where possible; the count of translated patterns is printed), and the
+  ratio grep time / command time (1.0x: as fast as grep).
 
 Usage: python -m bench.extract_bench [--size-mb 1024] [--keep] [--seed 7]
 """
@@ -231,6 +235,34 @@ def run_extract(path: Path) -> dict:
     return result
 
 
+_COMMAND = """
+import resource, subprocess, sys, time
+t = time.perf_counter()
+proc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
+wall = time.perf_counter() - t
+print(proc.returncode, wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, proc.stderr[-500:].replace(chr(10), " "))
+"""
+
+
+def run_command(path: Path, home: Path) -> tuple[float, int]:
+    """Wall seconds and peak RSS (KiB) of ``dsdoctor diagnose`` on ``path`` (the second of two runs: the
+    first warms the caches in ``home``), measured by a small parent so that only the command is counted."""
+    cli = Path(sys.executable).with_name("dsdoctor")
+    argv = [str(cli), "diagnose", str(path), "--format", "json"] if cli.exists() else \
+        [sys.executable, "-m", "api.cli", "diagnose", str(path), "--format", "json"]
+    env = dict(os.environ, DSDOCTOR_HOME=str(home), PYTHONPATH=str(ROOT))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed package has its bytecode; measure that
+    result = (0, 0.0, 0, "")
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-c", _COMMAND, *argv], capture_output=True, text=True, env=env,
+                              cwd=ROOT, check=False)
+        rc, wall, rss, err = proc.stdout.split(" ", 3)
+        if rc != "0":
+            raise RuntimeError(f"dsdoctor diagnose failed ({rc}): {err.strip()}")
+        result = (int(rc), float(wall), int(rss), err)
+    return result[1], result[2]
+
+
 def run_grep(path: Path, patterns: Path) -> tuple[float, str] | None:
     grep = shutil.which("grep")
     if grep is None:
@@ -266,13 +298,17 @@ def main() -> None:
     if grep is None:
         print("   grep: not installed")
         return
+    command, command_rss = run_command(log, OUT / "home")
+    print(f"   dsdoctor diagnose {log.name} --format json: {command:.2f} s wall (start-up, extraction, ranking, "
+          f"output; warm caches) = {size_mb / command:.0f} MiB/s; peak RSS {command_rss / 1024:.0f} MiB")
     patterns = OUT / "patterns.ere"
     n, total = write_patterns(patterns, grep)
     g = run_grep(log, patterns)
     if g is not None:
         seconds, count = g
         print(f"   LC_ALL=C grep -E -c -f ({n} of {total} patterns translated to ERE): {seconds:.2f} s = "
-              f"{size_mb / seconds:.0f} MiB/s (matching lines: {count})")
+              f"{size_mb / seconds:.0f} MiB/s (matching lines: {count}); grep time / dsdoctor diagnose time "
+              f"{seconds / command:.2f}x")
 
 
 if __name__ == "__main__":

@@ -18,11 +18,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kb.model import Cause, KnowledgeBase, Mechanism, Symptom
+
+if TYPE_CHECKING:  # networkx costs ~0.15 s to import; the ranking never needs it
+    import networkx as nx
 
 
 class MechanismPath(NamedTuple):
@@ -47,6 +48,8 @@ def build_graph(causes: Mapping[str, Cause], mechanisms: Mapping[str, Mechanism]
 
     Edges to IDs that are not defined are left out (the loader reports them).
     """
+    import networkx as nx
+
     graph = nx.DiGraph()
     graph.add_nodes_from(
         (c.id, {"kind": "cause", "title": c.title.en, "domain": c.domain, "prior": c.prior, "status": c.status})
@@ -128,6 +131,8 @@ def signature(kb: KnowledgeBase, cause_id: str, threshold: float = 0.3) -> froze
 
 def export_graph(kb: KnowledgeBase, *, experiments: bool = False, lang: str = "en") -> nx.DiGraph:
     """The causal graph with titles in ``lang``, "refines" edges and optional experiment nodes."""
+    import networkx as nx
+
     graph = nx.DiGraph()
     for table, kind in ((kb.causes, "cause"), (kb.mechanisms, "mechanism"), (kb.symptoms, "symptom")):
         graph.add_nodes_from((nid, {"kind": kind, "title": node.title.get(lang)}) for nid, node in table.items())
@@ -147,6 +152,8 @@ def neighbourhood(graph: nx.DiGraph, around: str, depth: int = 1) -> nx.DiGraph:
     if around not in graph:
         raise KeyError(around)
     undirected = graph.to_undirected(as_view=True)
+    import networkx as nx
+
     reached = nx.single_source_shortest_path_length(undirected, around, cutoff=max(0, depth))
     return graph.subgraph(reached).copy()
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kb import snapshot
 from kb.errors import KnowledgeError, Problem
 from kb.model import (
     Cause,
@@ -46,7 +47,6 @@ from kb.model import (
     Symptom,
     Text,
 )
-from kb.schema import KINDS, OVERLAY_KINDS, PATCHABLE, row_issues, validate_entry
 from kb.yamlload import LineDict, LineList, display_path, line_of, load_file
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -137,6 +137,8 @@ def parse_file(path: Path, *, overlay: bool) -> ParsedFile:
 
 
 def _parse_file(path: Path, overlay: bool) -> ParsedFile:
+    from kb.schema import KINDS, OVERLAY_KINDS, validate_entry  # marshmallow: not needed for a snapshot
+
     data, problems = load_file(path)
     file = display_path(path)
     parsed = ParsedFile(path, file, None, [], problems)
@@ -258,6 +260,8 @@ _CONVERT = {"causes": _cause, "mechanisms": _mechanism, "symptoms": _symptom, "e
 
 def _apply_patch(patch: Entry, node: Any, kind: str, loaded: Loaded) -> list[Problem]:
     """Apply one valid patch to a (copied) node in place; return the problems it has."""
+    from kb.schema import PATCHABLE, row_issues
+
     data = patch.data or {}
     allowed = PATCHABLE[kind]
     problems = []
@@ -529,5 +533,22 @@ def get_kb(*, reload: bool = False) -> KnowledgeBase:
     key = tuple(str(p) for p in kb_overlay_paths())
     with _KB_LOCK:
         if reload or _KB is None or _KB[0] != key:
-            _KB = (key, load_kb())
+            _KB = (key, _load_snapshot())
         return _KB[1]
+
+
+#: modules whose code shapes a loaded knowledge base (a change of any of them invalidates its snapshot)
+_CODE = ("kb.loader", "kb.model", "kb.schema", "kb.graph", "kb.yamlload")
+
+
+def _load_snapshot() -> KnowledgeBase:
+    """:func:`load_kb` of the default layers, from the disk snapshot when one matches their files."""
+    layers = layers_for()
+
+    def files() -> list[Path]:
+        return [p for layer in layers for p in knowledge_files(layer.path)]
+
+    def salt() -> str:  # a missing overlay directory is an error, an empty one is not
+        return "\n".join(f"{layer.path} {layer.path.exists()}" for layer in layers)
+
+    return snapshot.cached("kb", files, _CODE, load_kb, salt)

@@ -162,6 +162,22 @@ class KnowledgeBase:
     #: filled by the loader for reachable symptoms only (an absent key means P = the symptom's leak)
     likelihoods: dict[str, dict[str, float]] = field(default_factory=dict, repr=False, compare=False)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (kb/snapshot.py) without the graph, rebuilt on first use, nor the derived tables:
+        a diagnosis never reads the graph, and unpickling it would import networkx (~0.15 s)."""
+        state = dict(self.__dict__)
+        state.pop("graph", None)
+        state["cache"] = {}
+        return state
+
+    def __getattr__(self, name: str) -> Any:
+        if name != "graph" or "causes" not in self.__dict__:
+            raise AttributeError(name)
+        from kb.graph import build_graph
+
+        graph = self.__dict__["graph"] = build_graph(self.causes, self.mechanisms, self.symptoms)
+        return graph
+
     def node(self, node_id: str) -> Cause | Mechanism | Symptom | Experiment | None:
         for table in (self.causes, self.mechanisms, self.symptoms, self.experiments):
             if node_id in table:

@@ -143,6 +143,7 @@ class Collector:
                                        re2_options(caseless=False, utf8=False))
         self.symptoms: dict[str, ObservedSymptom] = {}
         self.events: dict[tuple[str, Participant], Event] = {}
+        self.erred: set[Participant] = set()  # participants with an error event
         self.streams: dict[tuple[int, Participant], Stream] = {}
         self.ranks_seen: set[int] = set()
         self.nodes_seen: set[str] = set()
@@ -268,14 +269,17 @@ class Collector:
         Returns False (nothing recorded) when the line may be new: a participant this symptom was not
         seen on yet. The caller then reads the line in full.
         """
-        rank = ctx.rank if ctx.rank is not None else src.hint.rank
-        node = ctx.node or src.hint.node
-        if rank is not None:
-            key: Participant = ("r", rank)
-        elif node is not None or ctx.local_rank is not None:
-            key = ("n", node if node is not None else f"source:{src.name}", ctx.local_rank)
-        else:
-            key = ("s", src.index)
+        key = self._key(src, ctx.rank if ctx.rank is not None else src.hint.rank, ctx.node or src.hint.node,
+                        ctx.local_rank)
+        if not self.repeat_of(src, key, rules):
+            return False
+        if ctx.time is not None and ctx.year_known:
+            self.years[ctx.time.year] = self.years.get(ctx.time.year, 0) + 1
+            src.years[ctx.time.year] = src.years.get(ctx.time.year, 0) + 1
+        return True
+
+    def repeat_of(self, src: SourceState, key: Participant, rules: list[Rule]) -> bool:
+        """:meth:`repeat` for a participant already known (the line carries no dated timestamp)."""
         events = []
         for rule in rules:
             event = self.events.get((rule.symptom or "", key))
@@ -288,10 +292,34 @@ class Collector:
             if obs is not None:
                 obs.count += 1
         src.other_lines += 1
-        if ctx.time is not None and ctx.year_known:
-            self.years[ctx.time.year] = self.years.get(ctx.time.year, 0) + 1
-            src.years[ctx.time.year] = src.years.get(ctx.time.year, 0) + 1
         return True
+
+    def skip_traceback(self, src: SourceState, ctx: LineContext) -> bool:
+        """Count a traceback header or frame line without reading it when its participant already has an
+        error event (frames are only kept on the first event of a symptom, and a rank's first error has
+        them). The stream forgets its open traceback, so a later new symptom gets no frames, never wrong ones.
+        """
+        return self.skip_traceback_of(src, self._key(src, ctx.rank if ctx.rank is not None else src.hint.rank,
+                                                     ctx.node or src.hint.node, ctx.local_rank))
+
+    def skip_traceback_of(self, src: SourceState, key: Participant) -> bool:
+        """:meth:`skip_traceback` for a participant already known."""
+        if key not in self.erred:
+            return False
+        stream = self.streams.get((src.index, key))
+        if stream is not None and stream.traceback_at is not None:
+            stream.traceback_at = None
+            stream.frames.clear()
+        src.other_lines += 1
+        return True
+
+    @staticmethod
+    def _key(src: SourceState, rank: int | None, node: str | None, local_rank: int | None) -> Participant:
+        if rank is not None:
+            return ("r", rank)
+        if node is not None or local_rank is not None:
+            return ("n", node if node is not None else f"source:{src.name}", local_rank)
+        return ("s", src.index)
 
     def _participant(self, src: SourceState, rank: int | None, node: str | None,
                      local_rank: int | None) -> Participant:
@@ -470,6 +498,8 @@ class Collector:
                 whole=line[:self.whole_chars].decode("utf-8", "replace").rstrip("\r"),
             )
             self.events[key] = event
+            if rule.severity == "error":
+                self.erred.add(participant)
         if sid in self.derived_only:
             inputs = self.derived_inputs.setdefault(sid, [])
             if event.count == 1 and len(inputs) < 4096:

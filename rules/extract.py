@@ -22,7 +22,7 @@ from typing import Any, BinaryIO
 from kb.errors import DsdoctorError
 from rules import config_checks, derive, env_checks, metrics, phrases
 from rules.collect import Collector, SourceState
-from rules.context import parse_prefix, source_hint
+from rules.context import leading_rank, parse_prefix, source_hint
 from rules.loader import default_rules
 from rules.matcher import LineMatcher, cached_fingerprint, cached_matcher
 from rules.model import Extraction
@@ -52,6 +52,10 @@ class _LookbackCache:
     year_known: bool = True
 
 
+#: what the read loop needs to know about a line hit by some rules (see :meth:`_Plan.line_kind`)
+LineKind = tuple[bool, int, bool, list[Rule], bool, bool, bool]
+
+
 class _Plan:
     """Per-rule facts of one compiled matcher that the read loop needs."""
 
@@ -59,21 +63,27 @@ class _Plan:
         self.matcher = matcher
         self.context_only = [_context_only(r, settings) for r in matcher.rules]
         self.is_progress = [r.marker == "progress" for r in matcher.rules]
+        self.is_structure = [r.marker in ("traceback", "frame") for r in matcher.rules]
         self.repeatable = [_repeatable(r, anchored, settings) for r, anchored in zip(matcher.rules, matcher.anchored,
                                                                                         strict=True)]
         # rules that capture the rank: repeatable when the prefix gives the rank (both name the same process)
         self.rank_capture = [_repeatable(r, anchored, settings, allow_rank=True) and not rep
                              for r, anchored, rep in zip(matcher.rules, matcher.anchored, self.repeatable, strict=True)]
         # (rule indexes hitting one line) -> what the read loop needs to know about such a line
-        self.line_kinds: dict[tuple[int, ...], tuple[bool, int, bool, tuple[int, ...]]] = {}
+        self.line_kinds: dict[tuple[int, ...], LineKind] = {}
 
-    def line_kind(self, indexes: tuple[int, ...]) -> tuple[bool, int, bool, tuple[int, ...]]:
+    def line_kind(self, indexes: tuple[int, ...]) -> LineKind:
         """For a line hit by ``indexes``: (only context-only rules, sampling key, a progress rule among
-        them, the symptom rules). Remembered for the next line hit by the same rules."""
+        them, the symptom rules, only traceback structure, symptom rules that may be counted once
+        confirmed often: all of them whatever the line / when the line names its rank). Remembered for
+        the next line hit by the same rules."""
         context_only, is_progress = self.context_only, self.is_progress
         key = min(indexes)
+        symptom = [k for k in indexes if not context_only[k]]
         kind = (all(context_only[k] for k in indexes), key, is_progress[key] or any(is_progress[k] for k in indexes),
-                tuple(k for k in indexes if not context_only[k]))
+                [self.matcher.rules[k] for k in symptom], all(self.is_structure[k] for k in indexes),
+                bool(symptom) and all(self.repeatable[k] for k in symptom),
+                bool(symptom) and all(self.repeatable[k] or self.rank_capture[k] for k in symptom))
         if len(self.line_kinds) < 4096:
             self.line_kinds[indexes] = kind
         return kind
@@ -278,9 +288,6 @@ class _Reader:
         i, n = 0, len(hits)
         confirm = matcher.confirm
         collector = self.collector
-        repeatable = plan.repeatable
-        rank_capture = plan.rank_capture
-        rules = matcher.rules
         confirmed = self.confirmed
         repeat_after = self.repeat_after
         full_lines = self.full_lines
@@ -301,7 +308,7 @@ class _Reader:
             kind = line_kinds.get(indexes)
             if kind is None:
                 kind = plan.line_kind(indexes)
-            sampled, key, progress, symptom_rules = kind
+            sampled, key, progress, symptom_objs, structure, all_repeatable, rank_countable = kind
             if sampled and not (progress and progress_all):
                 count = seen.get(key, 0) + 1
                 if count > full_lines and not keep(count):
@@ -315,11 +322,22 @@ class _Reader:
             line = chunk[start:end]
             if line.endswith(b"\r"):
                 line = line[:-1]
-            ctx = parse_prefix(line)
-            if symptom_rules and all((repeatable[k] or (rank_capture[k] and ctx.rank is not None))
-                                     and confirmed.get(rules[k].id, 0) >= repeat_after for k in symptom_rules) \
-                    and collector.repeat(src, ctx, [rules[k] for k in symptom_rules]):
-                continue  # a line like many before it, from a rank already seen: counted, not re-read
+            rank = leading_rank(line) if structure or rank_countable else None
+            if rank is not None:  # the participant is known without parsing the prefix: try to only count it
+                if structure and collector.skip_traceback_of(src, ("r", rank)):
+                    continue
+                if rank_countable and all(confirmed.get(r.id, 0) >= repeat_after for r in symptom_objs) \
+                        and collector.repeat_of(src, ("r", rank), symptom_objs):
+                    continue
+                ctx = parse_prefix(line)
+            else:
+                ctx = parse_prefix(line)
+                if structure and collector.skip_traceback(src, ctx):
+                    continue  # a later traceback of a rank that already erred: its frames go unused
+                if (all_repeatable or (rank_countable and ctx.rank is not None)) \
+                        and all(confirmed.get(r.id, 0) >= repeat_after for r in symptom_objs) \
+                        and collector.repeat(src, ctx, symptom_objs):
+                    continue  # a line like many before it, from a rank already seen: counted, not re-read
             lineno += chunk.count(b"\n", counted, start)
             counted = start
             if len(indexes) > max_rules:

@@ -19,11 +19,11 @@ from pathlib import Path
 import hyperscan
 import re2
 
+from kb import snapshot
 from kb.errors import KnowledgeError, Problem
 from kb.yamlload import display_path, line_of, load_file
 from rules.matcher import cached_matcher, compile_hyperscan, compile_re2
 from rules.ruleset import Rule, RuleSet
-from rules.schema import validate_rule
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
@@ -43,6 +43,8 @@ def rule_files(dirs: Iterable[Path]) -> list[Path]:
 
 
 def _load_file(path: Path, problems: list[Problem]) -> list[Rule]:
+    from rules.schema import validate_rule  # marshmallow: only when files are parsed, not for a snapshot
+
     data, yaml_problems = load_file(path)
     problems.extend(yaml_problems)
     file = display_path(path)
@@ -135,9 +137,14 @@ def load_rules(dirs: Sequence[Path] | None = None) -> RuleSet:
 _DEFAULT_KEY = (str(DATA_DIR.resolve()),)
 
 
+#: modules whose code shapes a loaded rule set (a change of any of them invalidates its snapshot)
+_CODE = ("rules.loader", "rules.ruleset", "rules.schema", "kb.yamlload")
+
+
 @functools.lru_cache(maxsize=4)
 def _cached(key: tuple[str, ...]) -> RuleSet:
-    return load_rules([Path(k) for k in key])
+    dirs = [Path(k) for k in key]
+    return snapshot.cached("rules", lambda: rule_files(dirs), _CODE, lambda: load_rules(dirs))
 
 
 def default_rules(dirs: Sequence[Path] | None = None) -> RuleSet:

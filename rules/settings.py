@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kb import snapshot
 from kb.errors import KnowledgeError, Problem
 from kb.yamlload import display_path, line_of, load_file
 
@@ -109,6 +110,11 @@ def load_settings_with_problems(data_dir: Path = DATA_DIR) -> tuple[dict[str, di
 @functools.lru_cache(maxsize=4)
 def load_settings(data_dir: Path = DATA_DIR) -> Settings:
     """Load and check the engine settings (once per process); raise :class:`KnowledgeError` on problems."""
+    return snapshot.cached("settings", lambda: [Path(data_dir) / name for name in _SHAPES],
+                           ("rules.settings", "kb.yamlload"), lambda: _load_settings(data_dir))
+
+
+def _load_settings(data_dir: Path) -> Settings:
     files, problems = load_settings_with_problems(data_dir)
     if problems:
         raise KnowledgeError(problems)

@@ -1,0 +1,185 @@
+"""Extraction on error-dense logs (thousands of ranks, each printing its teardown), next to GNU grep.
+
+When a big job dies, every rank prints its watchdog block and a traceback: most lines of the log
+are error lines. The generator writes N ranks x ``--blocks`` such blocks (11 lines each: four
+ProcessGroupNCCL watchdog lines, a six-line traceback, the ``DistBackendError``), interleaved
+across ranks as a merged log is, after a short healthy prelude; one origin rank prints a CUDA OOM
+traceback seconds before the others time out. Then, in one run per size:
+
+* ``extract`` over the file in a fresh subprocess: MB/s, peak RSS, whether the origin rank is the
+  first error and how many sample lines the watchdog symptom kept for how many ranks (folded);
+* ``LC_ALL=C grep -E -c -f`` with the same rule patterns on the same file.
+
+Usage: python -m bench.error_dense_bench [--ranks 4096 16384] [--blocks 3] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench.extract_bench import OUT, ROOT, run_grep, write_patterns
+
+ORIGIN_OFFSET = 0.37  # the origin rank is this fraction into the rank range (not rank 0)
+
+_CHILD = """
+import json, resource, sys, time
+t0 = time.perf_counter()
+from pathlib import Path
+from rules.extract import extract, warm_up
+from rules.loader import default_rules
+from rules.settings import load_settings
+rules = default_rules(); settings = load_settings()
+warm_up(rules, settings)
+t1 = time.perf_counter()
+x = extract({}, log_files=[("job", Path(sys.argv[1]))], rules=rules, settings=settings)
+t2 = time.perf_counter()
+wd = x.symptoms.get("s.nccl_watchdog_timeout")
+print(json.dumps({"setup_s": t1 - t0, "extract_s": t2 - t1, "lines": x.lines_processed,
+                  "first_error_rank": x.first_error.rank if x.first_error else None,
+                  "first_error_symptom": x.first_error.symptom if x.first_error else None,
+                  "scope": x.scope, "symptoms": len(x.symptoms),
+                  "watchdog_ranks": len(wd.ranks) if wd else 0, "watchdog_count": wd.count if wd else 0,
+                  "watchdog_lines": len(wd.lines) if wd else 0,
+                  "kept_lines": sum(len(o.lines) for o in x.symptoms.values()),
+                  "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+"""
+
+
+def _stamp(t: float) -> str:
+    """The glog-style ``E1003 18:37:01.832146`` stamp torch's C++ side prints."""
+    return "E" + time.strftime("%m%d %H:%M:%S", time.gmtime(t)) + f".{int((t % 1) * 1e6):06d}"
+
+
+def victim_block(rank: int, seq: int, t: float) -> list[str]:
+    """One rank's teardown: watchdog lines and the traceback of the collective that was aborted."""
+    p = f"[rank{rank}]:"
+    e = f"{p}[{_stamp(t)} "
+    timeout = (f"Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, "
+               f"NumelIn=16777216, NumelOut=16777216, Timeout(ms)=600000) ran for {600000 + rank % 97} milliseconds "
+               "before timing out.")
+    return [
+        f"{e}ProcessGroupNCCL.cpp:632] [Rank {rank}] {timeout}",
+        f"{e}ProcessGroupNCCL.cpp:1537] [PG 0 Rank {rank}] Timeout at NCCL work: {seq}, last enqueued NCCL work: "
+        f"{seq}, last completed NCCL work: {seq - 1}.",
+        f"{e}ProcessGroupNCCL.cpp:577] [Rank {rank}] Some NCCL operations have failed or timed out. Due to the "
+        "asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.",
+        f"{e}ProcessGroupNCCL.cpp:583] [Rank {rank}] To avoid data inconsistency, we are taking the entire process down.",
+        f"{p} Traceback (most recent call last):",
+        f'{p}   File "/workspace/train.py", line 97, in main',
+        f"{p}     loss = engine(batch)",
+        f'{p}   File "/opt/conda/lib/python3.10/site-packages/deepspeed/runtime/engine.py", line 2050, in backward',
+        f'{p}   File "/opt/conda/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py", line 2288, in all_reduce',
+        f"{p}     work = group.allreduce([tensor], opts)",
+        f"{p} torch.distributed.DistBackendError: NCCL communicator was aborted on rank {rank}. Original reason for "
+        f"failure was: [Rank {rank}] {timeout}",
+    ]
+
+
+def origin_block(rank: int, t: float) -> list[str]:
+    p = f"[rank{rank}]:"
+    return [
+        f"{p} Traceback (most recent call last):",
+        f'{p}   File "/workspace/train.py", line 97, in main',
+        f"{p}     loss = engine(batch)",
+        f'{p}   File "/opt/conda/lib/python3.10/site-packages/deepspeed/runtime/engine.py", line 1855, in forward',
+        f"{p} torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. GPU 5 has a total capacity "
+        "of 79.15 GiB of which 2.44 GiB is free. Including non-PyTorch memory, this process has 76.70 GiB memory "
+        "in use. Of the allocated memory 72.02 GiB is allocated by PyTorch, and 2.11 GiB is reserved by PyTorch "
+        "but unallocated.",
+        f"{p}[{_stamp(t)} ProcessGroupNCCL.cpp:1595] [PG 0 Rank {rank}] Process group watchdog thread terminated "
+        "with exception: CUDA error: out of memory",
+    ]
+
+
+def generate(path: Path, ranks: int, blocks: int, seed: int) -> int:
+    """Write the log; return the origin rank."""
+    rng = random.Random(seed)
+    origin = int(ranks * ORIGIN_OFFSET)
+    t = 1727980000.0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        for step in range(1, 41):
+            fh.write(f"[{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(t + step * 6))},000] [INFO] "
+                     f"[logging.py:96:log_dist] [Rank 0] step={step}, skipped=0, lr=[0.000118], mom=[(0.9, 0.95)]\n")
+        t += 300
+        fh.write("\n".join(origin_block(origin, t)) + "\n")
+        t += 600
+        order = list(range(ranks))
+        for b in range(blocks):
+            rng.shuffle(order)  # ranks' output interleaves in the merged log
+            buf: list[str] = []
+            for rank in order:
+                if rank == origin:
+                    continue
+                buf.extend(victim_block(rank, 4180 + b, t + rng.random() * 2))
+                if len(buf) > 20000:
+                    fh.write("\n".join(buf) + "\n")
+                    buf = []
+            if buf:
+                fh.write("\n".join(buf) + "\n")
+    return origin
+
+
+def run_extract(path: Path) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, env=env,
+                          cwd=ROOT, check=False)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"extract failed: {proc.stderr.strip()[-2000:]}")
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result["wall_s"] = wall
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ranks", type=int, nargs="+", default=[4096, 16384])
+    parser.add_argument("--blocks", type=int, default=3, help="teardown blocks per rank (default 3)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--keep", action="store_true", help="keep an existing generated log of that shape")
+    args = parser.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    grep = shutil.which("grep")
+    patterns = OUT / "patterns.ere"
+    n = total = 0
+    if grep is not None:
+        n, total = write_patterns(patterns, grep)
+    for ranks in args.ranks:
+        log = OUT / f"errordense-{ranks}x{args.blocks}.log"
+        origin = int(ranks * ORIGIN_OFFSET)
+        if not (args.keep and log.exists()):
+            origin = generate(log, ranks, args.blocks, args.seed)
+        size_mb = log.stat().st_size / 2**20
+        r = run_extract(log)
+        found = "found" if r["first_error_rank"] == origin else f"MISSED (first error rank {r['first_error_rank']})"
+        print(f"   {ranks:,} ranks x {args.blocks} blocks: {r['lines']:,} lines, {size_mb:.1f} MiB in "
+              f"{r['extract_s']:.2f} s = {size_mb / r['extract_s']:.0f} MiB/s (+{r['setup_s']:.2f} s start-up); "
+              f"peak RSS {r['maxrss_kb'] / 1024:.0f} MiB")
+        print(f"     origin rank {origin} {found} ({r['first_error_symptom']}), scope={r['scope']}; watchdog: "
+              f"{r['watchdog_count']:,} lines folded into 1 symptom with {r['watchdog_ranks']:,} ranks, "
+              f"{r['watchdog_lines']} sample lines kept ({r['kept_lines']} over {r['symptoms']} symptoms)")
+        if grep is None:
+            print("     grep: not installed")
+            continue
+        g = run_grep(log, patterns)
+        if g is not None:
+            seconds, count = g
+            print(f"     LC_ALL=C grep -E -c -f ({n} of {total} patterns): {seconds:.2f} s = "
+                  f"{size_mb / seconds:.0f} MiB/s (matching lines: {count}); extract/grep time "
+                  f"{seconds / r['extract_s']:.2f}x")
+    print(f"   (children peak RSS {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024:.0f} MiB)")
+
+
+if __name__ == "__main__":
+    main()

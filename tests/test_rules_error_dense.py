@@ -1,0 +1,91 @@
+"""Error-dense logs (every rank prints its watchdog block and traceback): per-hit work stays small and
+the diagnosis is the one a full read gives."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.error_dense_bench import generate
+from rules import derive as derive_module
+from rules.collect import Collector
+from rules.context import leading_rank, parse_prefix
+from rules.extract import extract, extract_text
+from rules.loader import default_rules
+
+RANKS, BLOCKS = 256, 3
+
+
+@pytest.fixture(scope="module")
+def dense_log(tmp_path_factory):
+    path = tmp_path_factory.mktemp("dense") / "job.log"
+    origin = generate(path, RANKS, BLOCKS, seed=3)
+    return path, origin
+
+
+def _count_full_reads(monkeypatch) -> list[int]:
+    calls = [0]
+    on_line = Collector.on_line
+
+    def counting(self, *args, **kwargs):
+        calls[0] += 1
+        return on_line(self, *args, **kwargs)
+
+    monkeypatch.setattr(Collector, "on_line", counting)
+    return calls
+
+
+def test_later_blocks_of_a_rank_are_counted_not_read(dense_log, monkeypatch) -> None:
+    path, origin = dense_log
+    calls = _count_full_reads(monkeypatch)
+    x = extract({}, log_files=[("job", path)])
+    # 11 lines a block: the first block of each rank is read (traceback frames included), later ones counted
+    assert x.lines_processed > RANKS * BLOCKS * 11
+    assert calls[0] < RANKS * 9, calls[0]
+    assert x.first_error is not None and x.first_error.rank == origin and x.first_error.symptom == "s.cuda_oom"
+    watchdog = x.symptoms["s.nccl_watchdog_timeout"]
+    assert len(watchdog.ranks) == RANKS - 1 and watchdog.count >= (RANKS - 1) * BLOCKS
+    assert len(watchdog.lines) <= 64  # a sample, not one line per rank
+    assert "s.secondary_timeouts" in x.symptoms and x.scope == "single-rank"
+
+
+def test_a_rank_keeps_the_frames_of_its_first_traceback_and_never_those_of_a_skipped_one(monkeypatch) -> None:
+    lines = [
+        "[rank1]: Traceback (most recent call last):",
+        '[rank1]:   File "/workspace/train.py", line 97, in main',
+        '[rank1]:   File "/opt/conda/lib/python3.10/site-packages/deepspeed/runtime/engine.py", line 1855, in forward',
+        "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB.",
+        "[rank1]: Traceback (most recent call last):",  # a second traceback of the same rank: not read
+        '[rank1]:   File "/workspace/ckpt.py", line 5, in save_checkpoint',
+        "[rank1]: RuntimeError: NCCL communicator was aborted on rank 1.",
+    ]
+    seen: list[Collector] = []
+    finish = derive_module.finish
+    monkeypatch.setattr(derive_module, "finish", lambda collector, *a: (seen.append(collector), finish(collector, *a)))
+    x = extract_text("\n".join(lines) + "\n")
+    assert x.first_error is not None and x.first_error.rank == 1 and x.first_error.symptom == "s.cuda_oom"
+    events = seen[0].events
+    assert [f for f, _ in events[("s.cuda_oom", ("r", 1))].frames] == ["main", "forward"]
+    later = [e for (s, _), e in events.items() if e.rule.startswith("nccl_watchdog.")]
+    assert later and all(e.frames == () for e in later)
+
+
+def _example_lines() -> list[bytes]:
+    out = []
+    for rule in default_rules().rules:
+        out.extend(str(e["line"]).encode() for e in rule.match_examples if "line" in e)
+        out.extend(str(t).encode() for t in rule.no_match_examples)
+    return out
+
+
+@pytest.mark.parametrize("extra", [
+    b"[rank5]: Traceback (most recent call last):", b"[rank5]:[E1003 18:37:01.832146 ProcessGroupNCCL.cpp:632] x",
+    b"[RANK12]: x", b"[rank5]:[rank7]: x", b"[rank5]: rank7: x", b"[rank5]:[2024-05-01 10:00:00,123] [INFO] x",
+    b"[rank5]: 2024-05-01T10:00:00 x", b"[default3]: x", b"node1: [rank5]: x",
+])
+def test_the_cheap_rank_agrees_with_the_prefix_parser(extra: bytes) -> None:
+    for line in [*_example_lines(), extra]:
+        rank = leading_rank(line)
+        if rank is not None:
+            ctx = parse_prefix(line)
+            assert ctx.rank == rank, line
+            assert ctx.time is None or not ctx.year_known, line  # a dated line is parsed (its year is counted)
