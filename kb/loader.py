@@ -50,7 +50,8 @@ from kb.model import (
 from kb.yamlload import LineDict, LineList, display_path, line_of, load_file
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
-SKIP_FILES = frozenset({"template.yaml"})
+#: not knowledge files: the authoring template and the search glossary (kb/incidents/expand.py)
+SKIP_FILES = frozenset({"template.yaml", "glossary.yaml"})
 KIND_NAMES = {"causes": "cause", "mechanisms": "mechanism", "symptoms": "symptom", "experiments": "experiment",
               "patches": "patch"}
 

@@ -19,7 +19,8 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
 def test_search_on_a_fresh_home_uses_the_seed(capsys):
     code, out, _ = run(capsys, "search", "显存碎片")
     assert code == 0
-    assert "INC-SEED-03" in out and "of 1 incident" in out
+    assert "INC-SEED-03" in out
+    assert "PUB-c3-verl-fsdp2-actor-oom" in out  # English only: the query is expanded to "fragmentation"
 
 
 def test_search_json_has_items_facets_cursor_total(capsys):

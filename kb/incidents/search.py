@@ -1,6 +1,7 @@
 """Search over incidents: free text with field weights, filters, facets and cursors.
 
-* A text query goes to the Whoosh index (BM25 over one weighted field: title 3 > phenomenon,
+* A text query is first expanded across languages (:mod:`kb.incidents.expand`: 显存不足 also
+  looks for "out of memory"), then goes to the Whoosh index (BM25 over one weighted field: title 3 > phenomenon,
   root cause 2 > the rest 1), ordered by score, then id. Facets count root causes and domains
   over every match. Plain queries are scored by :mod:`kb.incidents.fastscore`.
 * An empty query lists the newest incidents first straight from SQLite, with the same filters
@@ -30,6 +31,7 @@ from whoosh import query
 from whoosh.qparser import FieldAliasPlugin, QueryParser
 
 from kb.incidents import ValidationError, fastscore
+from kb.incidents.expand import expand
 from kb.incidents.indexer import TEXT_FIELDS, Indexer
 from kb.incidents.record import SEVERITIES, parse_timestamp
 from kb.lru import BoundedCache
@@ -235,10 +237,11 @@ def ranked(indexer: Indexer, q: str, f: Filters, limit: int, cursor: str | None)
     kept per index generation, so later pages are cheap.
     """
     searcher = indexer.searcher()
-    parsed = parse_query(searcher, q)
+    expanded = expand(q)  # also the other language's words for the same thing
+    parsed = parse_query(searcher, expanded)
     fingerprint = f.fingerprint(q)
     seen, start = 0, 0
-    ranking = _cached(searcher, ("rank", q, f), lambda: _rank(searcher, parsed, f, KEEP_KEYS))
+    ranking = _cached(searcher, ("rank", expanded, f), lambda: _rank(searcher, parsed, f, KEEP_KEYS))
     keys = ranking["keys"]
     after: tuple[float, str] | None = None
     if cursor:
