@@ -309,6 +309,45 @@ def test_new_diagnosis_form_is_labelled(client):
     assert 'enctype="multipart/form-data"' in html
 
 
+def test_new_diagnosis_form_offers_shipped_examples(client):
+    from api.web.examples import EXAMPLES
+
+    html = client.get("/diagnoses/new?lang=en").get_data(as_text=True)
+    assert_safe_page(html)  # links, not script: the strict CSP stays
+    for slug in EXAMPLES:
+        assert f'href="/diagnoses/new?example={slug}"' in html
+
+
+@pytest.mark.parametrize("slug", ["only-rank-3-ooms-on-an-8-gpu-node-while-a-stale-process-holds-its-gpu",
+                                  "two-node-job-hangs-at-the-first-broadcast-because-nccl-bound-docker0"])
+def test_an_example_fills_the_form_from_its_seed_case(client, app, slug):
+    import yaml
+
+    case = ROOT / "seed_cases" / slug
+    html = client.get(f"/diagnoses/new?example={slug}&lang=en").get_data(as_text=True)
+    assert_safe_page(html)
+    assert "Example loaded" in html and 'aria-current="true"' in html
+    log_name = sorted(case.glob("*.log"))[0]
+    assert str(escape(log_name.read_text(encoding="utf-8").splitlines()[0])) in html
+    if (case / "ds_config.json").is_file():
+        assert str(escape((case / "ds_config.json").read_text(encoding="utf-8").strip())) in html
+    # submitted as it stands, the example is diagnosed as its expected.yaml says
+    from api.web.examples import form_of
+
+    diagnosis_id = diagnose(client, **{"text": form_of(slug)["logs_text"],
+                                       **{k: v for k, v in form_of(slug).items() if k != "logs_text"}})
+    with app.app_context():
+        stored = app.extensions["dsdoctor"]["services"].diagnoses().get(diagnosis_id).diagnosis
+    expected = yaml.safe_load((case / "expected.yaml").read_text(encoding="utf-8"))
+    assert stored["causes"][0]["id"] in {expected["root_cause"], *expected.get("top3", [])}
+
+
+def test_an_unknown_example_is_a_404_naming_it(client):
+    response = client.get("/diagnoses/new?example=../../etc/passwd&lang=en")
+    assert response.status_code == 404
+    assert "There is no example ../../etc/passwd." in response.get_data(as_text=True)
+
+
 def test_pasted_log_gives_a_stored_diagnosis_page(client, app):
     diagnosis_id = diagnose(client)
     response = client.get(f"/diagnoses/{diagnosis_id}")

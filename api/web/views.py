@@ -367,10 +367,17 @@ def edit_incident(incident_id: str):
 def new_diagnosis():
     """The evidence form; a POST diagnoses, stores and redirects to the result."""
     from api.web import evidence_form as ef
+    from api.web import examples
     from api.web.backend import create_diagnosis
 
     errors: dict[str, str] = {}
     status = 200
+    form: Any = request.form
+    slug = request.args.get("example")
+    if request.method == "GET" and slug is not None:  # a shipped example fills the form (no script needed)
+        form = examples.form_of(slug)
+        if form is None:
+            abort(404, t("unknown_example", id=slug))
     if request.method == "POST":
         try:
             evidence = ef.evidence_from_form(request.form, request.files)
@@ -379,7 +386,8 @@ def new_diagnosis():
         except FormProblem as exc:
             errors = {k: t("need_input") if v == ef.NEED_INPUT else v for k, v in exc.errors.items()}
             status = exc.status
-    body = render_template("new_diagnosis.html", form=request.form, errors=errors, fields=_form_fields())
+    body = render_template("new_diagnosis.html", form=form, errors=errors, fields=_form_fields(),
+                           examples=examples.available(), example=slug)
     return current_app.response_class(body, status=status, mimetype="text/html")
 
 
