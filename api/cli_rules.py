@@ -57,14 +57,17 @@ def use_disk_cache() -> None:
     own under DSDOCTOR_HOME)."""
     from api.settings import cli_cache_dir
     from kb import snapshot
-    from kb.incidents import analyzer
     from rules.matcher import configure_disk_cache
 
     cache = cli_cache_dir()
     with contextlib.suppress(OSError):
         configure_disk_cache(cache / "rules")
         snapshot.configure(cache)
-    analyzer.configure(cache)
+    # only when already loaded: importing the analyzer loads Whoosh, which a diagnosis without an
+    # incident store never needs (an IncidentStore configures its own cache when it opens)
+    analyzer = sys.modules.get("kb.incidents.analyzer")
+    if analyzer is not None:
+        analyzer.configure(cache)
 
 
 def _ruleset(dirs: tuple[Path, ...]) -> tuple[Any, list[Any]]:
