@@ -1,7 +1,10 @@
-"""Fixtures of the browser tests: Chromium (installed when missing), `dsdoctor serve`, screenshots."""
+"""Fixtures of the browser tests: Debian's Chromium (installed when missing) driven by Playwright,
+`dsdoctor serve`, screenshots. Playwright never downloads a browser here: it launches the system
+Chromium through ``executable_path``."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -15,12 +18,38 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cdp import Browser, find_chromium, install_chromium
-
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUT = ROOT / "tests" / "output"
 SCREENSHOTS = OUTPUT / "screenshots"
 INSTALL_HINT = "apt-get update && apt-get install -y --no-install-recommends chromium"
+#: a laptop and a phone (iPhone 12-15 CSS width)
+DESKTOP = {"width": 1280, "height": 900}
+PHONE = {"width": 390, "height": 844}
+
+
+def find_chromium() -> str | None:
+    """The Chromium (or Chrome) executable on PATH."""
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def install_chromium(log: Path) -> str | None:
+    """Install Debian's chromium with apt-get when running as root; return its path or None."""
+    if os.name != "posix" or os.geteuid() != 0 or not shutil.which("apt-get"):
+        return None
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as out:
+        subprocess.run(["apt-get", "update"], stdout=out, stderr=out, env=env, timeout=900, check=False)
+        subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", "chromium"], stdout=out, stderr=out,
+                       env=env, timeout=1800, check=False)
+        # Chinese glyphs in the screenshots (best effort; the assertions do not need them)
+        subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", "fonts-noto-cjk"], stdout=out,
+                       stderr=out, env=env, timeout=1800, check=False)
+    return find_chromium()
 
 
 @pytest.fixture(scope="session")
@@ -96,11 +125,60 @@ def server() -> str:
         shutil.rmtree(home, ignore_errors=True)
 
 
+class Console(list):
+    """Console errors and warnings, uncaught exceptions and CSP reports of the pages of one context."""
+
+    def watch(self, page) -> None:
+        page.on("console", lambda m: self.append(m.text) if m.type in ("error", "warning") else None)
+        page.on("pageerror", lambda exc: self.append(f"Uncaught {exc}"))
+
+
 @pytest.fixture(scope="session")
 def browser(chromium: str):
-    instance = Browser(chromium)
-    yield instance
-    instance.close()
+    """Headless Chromium (the system one) under Playwright."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the test extra installs playwright")
+    with sync_api.sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=chromium, headless=True,
+                                              args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"])
+        try:
+            yield instance
+        finally:
+            with contextlib.suppress(Exception):
+                instance.close()
+
+
+@pytest.fixture
+def console() -> Console:
+    return Console()
+
+
+@pytest.fixture
+def page(browser, console):
+    """A laptop-sized page; its console messages go to ``console``."""
+    context = browser.new_context(viewport=DESKTOP)
+    context.set_default_timeout(120_000)
+    tab = context.new_page()
+    console.watch(tab)
+    yield tab
+    context.close()
+
+
+@pytest.fixture
+def new_page(browser, console):
+    """Open more pages with other options (a phone, no JavaScript); closed after the test."""
+    contexts = []
+
+    def open_page(**options):
+        context = browser.new_context(**options)
+        context.set_default_timeout(120_000)
+        contexts.append(context)
+        tab = context.new_page()
+        console.watch(tab)
+        return tab
+
+    yield open_page
+    for context in contexts:
+        context.close()
 
 
 @pytest.fixture(scope="session")
