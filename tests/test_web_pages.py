@@ -490,6 +490,37 @@ def test_posts_without_the_csrf_token_are_refused(client, url):
     assert response.status_code == 400
 
 
+def test_issue16_a_csrf_token_expires(client, app, monkeypatch):
+    import time
+    import types
+
+    import itsdangerous.timed
+
+    token = csrf_of(client)
+    limit = app.config["WTF_CSRF_TIME_LIMIT"]
+    assert 3600 <= limit <= 24 * 3600  # a working session, not forever
+    later = types.SimpleNamespace(time=lambda: time.time() + limit + 5)
+    monkeypatch.setattr(itsdangerous.timed, "time", later)  # the clock Flask-WTF's signer reads
+    response = client.post("/diagnoses/new", data={"csrf_token": token, "logs_text": OOM_LINE})
+    assert response.status_code == 400
+    assert "The form has expired (it was opened more than 8 hours ago)" in response.get_data(as_text=True)
+    monkeypatch.undo()
+    assert client.post("/diagnoses/new", data={"csrf_token": token, "logs_text": OOM_LINE}).status_code == 303
+
+
+def test_issue16_a_token_of_another_session_is_refused(client, app):
+    other = app.test_client()
+    foreign = csrf_of(other)
+    csrf_of(client)  # this browser has a session of its own
+    response = client.post("/diagnoses/new", data={"csrf_token": foreign, "logs_text": OOM_LINE})
+    assert response.status_code == 400
+
+
+def test_issue16_the_rest_api_needs_no_csrf_token(client):
+    response = client.post("/v1/diagnoses", json={"description": "CUDA out of memory on rank 3"})
+    assert response.status_code in (200, 201), response.get_data(as_text=True)[:500]
+
+
 def test_outcome_and_incident_posts_need_the_csrf_token(client, app):
     diagnosis_id = diagnose(client)
     count = app.extensions["dsdoctor"]["services"].incidents().count()

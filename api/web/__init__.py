@@ -16,13 +16,14 @@ def register_web(app: Flask) -> None:
     """Add the ``web`` blueprint to an app made by :func:`api.app.create_app` (idempotent)."""
     if "web" in app.blueprints:
         return
-    from api.web.security import configure_session
+    from api.web.security import configure_csrf, configure_session
     from api.web.views import bp
 
     ext = app.extensions.get("dsdoctor")
     if not ext or "services" not in ext:
         raise RuntimeError("register_web(app) needs the services create_app sets up; call it inside create_app")
     configure_session(app, Path(ext["services"].home))
+    configure_csrf(app)
     app.register_blueprint(bp)
 
 

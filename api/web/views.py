@@ -67,8 +67,11 @@ def _before() -> Any:
     g.lang = pick_lang()
     if request.endpoint == "web.static":
         return None
-    if request.method == "POST" and not security.csrf_ok():
-        return error_page(400, t("csrf_failed"))
+    if request.method == "POST":
+        problem = security.csrf_problem()
+        if problem:
+            hours = round(current_app.config["WTF_CSRF_TIME_LIMIT"] / 3600, 1)
+            return error_page(400, t("csrf_expired", hours=f"{hours:g}") if "expired" in problem else t("csrf_failed"))
     if request.endpoint in OPEN_ENDPOINTS:
         return None
     viewer = security.current_viewer()
