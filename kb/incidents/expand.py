@@ -31,6 +31,8 @@ _SPACE = re.compile(r"\s+")
 #: characters with a meaning in the query syntax, dropped from a title before it becomes a group
 _SYNTAX = re.compile(r"[\"'()\[\]{}:^~*?+\-!/\\<>=|&，。：；、（）]+")
 _OPERATORS = frozenset({"and", "or", "not", "andnot", "andmaybe"})
+#: libyaml when PyYAML has it: the first search builds the table in ~75 ms instead of ~400 ms
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,7 @@ def _title_concepts(data_dir: Path) -> list[Concept]:
     out = []
     for folder, key, is_cause in TITLE_SOURCES:
         for path in sorted((data_dir / folder).glob("*.yaml")):
-            doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER) or {}
             for item in doc.get(key) or []:
                 title = item.get("title") if isinstance(item, dict) else None
                 if not isinstance(title, dict):
@@ -61,7 +63,7 @@ def _title_concepts(data_dir: Path) -> list[Concept]:
 
 
 def _glossary_concepts(path: Path) -> list[Concept]:
-    doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER) or {}
     out = []
     for entry in doc.get("terms") or []:
         forms = tuple(str(f).strip() for lang in ("en", "zh") for f in entry.get(lang) or [] if str(f).strip())
