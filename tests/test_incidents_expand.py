@@ -63,9 +63,14 @@ def test_own_text_search_gets_other_language(dsdoctor_home):
 
 
 @pytest.mark.parametrize("q", ['"显存不足"', "title:显存不足", "root_cause:memory.fragmentation", "checkpoints",
-                               "NCCL_SOCKET_IFNAME", ""])
+                               "NCCL_SOCKET_IFNAME", "", "oom*", "显存不足*", "hang^2", "OOM~", "hang.py", "hang-up",
+                               "train/hang"])
 def test_quoted_fields_and_unknown_words_stay_as_typed(q):
     assert expand(q) == q
+
+
+def test_a_prefix_query_still_finds_only_its_prefix(seeded):
+    assert seeded.search("oom*")["total"] < seeded.search("")["total"] / 2
 
 
 def test_longest_form_wins_and_words_are_whole():

@@ -91,9 +91,11 @@ class Expander:
         alternatives = []
         for form in sorted(self._by_form, key=len, reverse=True):  # the longest form first
             body = r"\s+".join(re.escape(word) for word in form.split(" "))
-            # a Latin form must be a whole word; a Chinese one may sit inside a longer run
-            left = "" if _HAN.match(form[0]) else r"(?<![\w.])"
-            right = "" if _HAN.match(form[-1]) else r"(?![\w])"
+            # a Latin form must be a whole word, not part of an identifier (hang.py, hang-up); a
+            # Chinese one may sit inside a longer run. A form with query syntax attached
+            # (oom*, hang^2, OOM~) is left as typed: on a group, * would match everything.
+            left = "" if _HAN.match(form[0]) else r"(?<![\w.\-/])"
+            right = r"(?![*?~^])" if _HAN.match(form[-1]) else r"(?![\w*?~^])(?![\-./]\w)"
             alternatives.append(left + body + right)
         return re.compile("|".join(alternatives) or r"(?!)", re.IGNORECASE)
 
