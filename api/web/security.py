@@ -89,7 +89,7 @@ def configure_session(app: Flask, home: Path) -> None:
 
 
 def configure_csrf(app: Flask) -> None:
-    """CSRFProtect on the app, checking nothing by itself: the web blueprint calls :func:`csrf_check`
+    """CSRFProtect on the app, checking nothing by itself: the web blueprint calls :func:`csrf_problem`
     (the REST API and chat-ops endpoints are not forms and keep their own authentication)."""
     if "csrf" in app.extensions:
         return
