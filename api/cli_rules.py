@@ -56,15 +56,14 @@ def use_disk_cache() -> None:
     dictionary go to the user cache directory, so the next command starts fast (the server keeps its
     own under DSDOCTOR_HOME)."""
     from api.settings import cli_cache_dir
-    from kb import snapshot
-    from kb.incidents import analyzer
+    from kb import jieba_cache, snapshot
     from rules.matcher import configure_disk_cache
 
     cache = cli_cache_dir()
     with contextlib.suppress(OSError):
         configure_disk_cache(cache / "rules")
         snapshot.configure(cache)
-    analyzer.configure(cache)
+    jieba_cache.configure(cache)
 
 
 def _ruleset(dirs: tuple[Path, ...]) -> tuple[Any, list[Any]]:
