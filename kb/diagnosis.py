@@ -98,8 +98,13 @@ def diagnose_extraction(
     state.present.update(asked.present)
     for sid in asked.absent:
         state.present.pop(sid, None)
+        state.absent_strength.pop(sid, None)  # a person's explicit "no" counts in full
     state.absent |= asked.absent
     state.outcomes = asked.outcomes
+    if description:
+        from kb.retrieval import log_factors
+
+        state.text_factors = log_factors(kb, description, engine_settings()["text_weight"])
     unknown = sorted(s for s in state.present if s not in kb.symptoms)
     warnings += [f"rules asserted a symptom the knowledge base lacks: {s}" for s in unknown]
 

@@ -52,10 +52,12 @@ class EvidenceState:
 
     present: dict[str, float] = field(default_factory=dict)  # symptom -> reliability in (0, 1]
     absent: set[str] = field(default_factory=set)  # symptoms known absent
+    absent_strength: dict[str, float] = field(default_factory=dict)  # strength of a soft "no" (default 1)
     supplied: set[str] = field(default_factory=set)  # evidence sources that were supplied
     outcomes: list[tuple[str, str, bool]] = field(default_factory=list)  # (experiment, outcome, happened)
     context: JobContext = field(default_factory=JobContext)
     phase: str = "unknown"
+    text_factors: dict[str, float] = field(default_factory=dict)  # cause -> soft log-ratio of the words (kb/retrieval.py)
 
     @classmethod
     def from_extraction(cls, extraction: Extraction) -> EvidenceState:
@@ -77,6 +79,7 @@ class EvidenceState:
         return cls(
             present=present,
             absent=set(extraction.absent) - set(present),
+            absent_strength=dict(extraction.absent_strength),
             supplied=set(extraction.supplied_sources) | {"derived"},
             context=extraction.context,
             phase=phase,
@@ -171,7 +174,7 @@ def _evidence_symptoms(kb: KnowledgeBase, ev: EvidenceState) -> dict[str, tuple[
         if sid in ev.present:
             out[sid] = ("present", ev.present[sid])
         elif sid in ev.absent:
-            out[sid] = ("absent", 1.0)
+            out[sid] = ("absent", ev.absent_strength.get(sid, 1.0))
         elif symptom.source in ev.supplied and symptom.absent_reliability > 0:
             out[sid] = ("unseen", symptom.absent_reliability * scale)
     return out
@@ -260,7 +263,9 @@ def gate(cause: Cause, context: JobContext, phase: str) -> tuple[float, str | No
 
 def site_priors(kb: KnowledgeBase, site_counts: dict[str, int] | None) -> dict[str, float]:
     """Knowledge-base priors updated with this site's confirmed incidents (Dirichlet posterior mean)."""
-    base = {cid: c.prior for cid, c in kb.causes.items()}
+    # the knowledge base's priors are mostly estimates: ``prior_temper`` < 1 narrows their spread
+    temper = engine_settings().get("prior_temper", 1.0)
+    base = {cid: c.prior ** temper for cid, c in kb.causes.items()}
     total = sum(base.values()) or 1.0
     counts = {cid: n for cid, n in (site_counts or {}).items() if cid in base and n > 0}
     strength = engine_settings()["site_prior_strength"]
@@ -279,7 +284,8 @@ def rank(kb: KnowledgeBase, ev: EvidenceState, site_counts: dict[str, int] | Non
     ctx = ev.context
     key = ("rank", tuple(sorted(evidence.items())), tuple(sorted((site_counts or {}).items())), ev.phase,
            tuple(ev.outcomes), (ctx.precision, ctx.zero_stage, ctx.offload, ctx.nodes, ctx.world_size, ctx.gpu,
-                                tuple(sorted(ctx.versions.items()))), explain_top, tuple(sorted(settings.items())))
+                                tuple(sorted(ctx.versions.items()))), explain_top, tuple(sorted(settings.items())),
+           tuple(sorted(ev.text_factors.items())))
     found = memo(kb.cache, "ranking_memo", RANKING_MEMO_SIZE).get_or_compute(
         key, lambda: _rank(kb, ev, evidence, site_counts, explain_top))
     # the ranked causes are shared with the memo and never changed after ranking; the containers are copies
@@ -314,9 +320,11 @@ def _rank(kb: KnowledgeBase, ev: EvidenceState, evidence: dict[str, tuple[str, f
         llr = temper * remembered.get_or_compute(("ratio", max_exact, key),
                                                  lambda t=table: _cause_log_ratio(t, kb, evidence, max_exact))
         outcome_logs[cid] = _outcome_log_ratios(kb, cid, ev.outcomes)
-        llr += sum(v for _, v in outcome_logs[cid])
+        llr += sum(v for _, v in outcome_logs[cid]) + ev.text_factors.get(cid, 0.0)
         scores[cid] = math.log(priors[cid] * factor * (1.0 - settings["unexplained_prior"])) + llr
     scores[UNEXPLAINED] = math.log(settings["unexplained_prior"]) + temper * _unexplained_log_ratio(kb, evidence)
+    if ev.text_factors:  # words that fit no document better than the average one favour no cause over c0
+        scores[UNEXPLAINED] += sum(ev.text_factors.values()) / len(ev.text_factors)
 
     top = max(scores.values())
     weights = {k: math.exp(v - top) for k, v in scores.items()}

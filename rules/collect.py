@@ -36,6 +36,7 @@ class SourceState:
     kinds: set[str] = field(default_factory=set)  # logs / dmesg / nvidia-smi seen in its content
     lines: int = 0
     bytes: int = 0
+    reliability: float = 1.0  # of the symptoms its lines assert (below 1 for machine lines pasted into prose)
     other_lines: int = 0  # hit lines that are neither kernel nor nvidia-smi output
     progress: int = 0  # progress lines in this source (read in full)
     max_stream_progress: int = 0  # the most progress lines any one participant printed in it
@@ -458,9 +459,10 @@ class Collector:
         new_rank = False
         if obs is None:
             obs = self.symptoms[sid] = ObservedSymptom(id=sid, first_order=order, secondary=rule.secondary,
-                                                       fields=dict(fields))
+                                                       fields=dict(fields), reliability=src.reliability)
         else:
             obs.secondary = obs.secondary and rule.secondary
+            obs.reliability = max(obs.reliability, src.reliability)
         obs.count += 1
         obs.rules.add(rule.id)
         if rank is not None and rank not in obs.ranks:

@@ -22,7 +22,7 @@ from typing import Any, BinaryIO
 from kb.errors import DsdoctorError
 from rules import config_checks, derive, env_checks, metrics, phrases
 from rules.collect import Collector, SourceState
-from rules.context import parse_prefix, source_hint
+from rules.context import SourceHint, parse_prefix, source_hint
 from rules.loader import default_rules
 from rules.matcher import LineMatcher, cached_fingerprint, cached_matcher
 from rules.model import Extraction
@@ -458,6 +458,15 @@ class _Extractor:
         self.reader = _Reader(rules, self.collector, settings, progress)
         self.warnings: list[str] = []
 
+    def pasted_source(self, name: str, text: str, reliability: float) -> None:
+        """Read prose (a description, a chat message) with the log rules too: a machine line pasted
+        into it (an Xid line, an NCCL WARN, a CUDA OOM with its figures) is read with its fields,
+        ranks and numbers. Such a source never counts as supplied logs (nothing is absent from it)."""
+        data = text.encode("utf-8", "surrogatepass")
+        src = self.collector.begin_source(name, SourceHint(name=name, kind="description"))
+        src.reliability = reliability
+        self.reader.read(src, io.BytesIO(data), len(data))
+
     def text_source(self, name: str, text: Any) -> None:
         if isinstance(text, str):
             data = text.encode("utf-8", "surrogatepass")
@@ -545,13 +554,17 @@ def extract(evidence: dict[str, Any] | None, *, log_files: Sequence[tuple[str, P
         ex.text_source(str(entry.get("source") or f"log{index + 1}"), entry["text"])
     for name, path in log_files:
         ex.file_source(str(name), Path(path))
+    description = evidence.get("description")
+    if isinstance(description, str) and description.strip():
+        ex.pasted_source("description", description[:phrases.MAX_DESCRIPTION_CHARS],
+                         settings.derive["phrases"]["pasted_reliability"])
 
     extraction = Extraction(warnings=ex.warnings)
     collector = ex.collector
     extraction.bytes_processed = sum(s.bytes for s in collector.sources)
     extraction.lines_processed = sum(s.lines for s in collector.sources)
     for src in collector.sources:
-        if src.bytes == 0:
+        if src.bytes == 0 or src.hint.kind == "description":
             continue
         if src.hint.kind != "logs":
             extraction.supplied_sources.add(src.hint.kind)

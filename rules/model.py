@@ -79,6 +79,7 @@ class Extraction:
 
     symptoms: dict[str, ObservedSymptom] = field(default_factory=dict)
     absent: set[str] = field(default_factory=set)  # symptoms known absent (a person said no)
+    absent_strength: dict[str, float] = field(default_factory=dict)  # below 1 for a "no" read from words
     supplied_sources: set[str] = field(default_factory=set)  # logs, dmesg, nvidia-smi, metrics, config, environment, description
     first_error: FirstError | None = None
     scope: str = "unknown"  # single-rank | single-node | multi-node | global | unknown

@@ -2,8 +2,8 @@
 
 Phrase rules use the same matcher as log rules (Hyperscan in UTF-8 mode, then RE2 on the text),
 caseless by default. A match is soft evidence (reliability below 1, from rules/data/derive.yaml).
-A match negated in its own clause ("no OOM", "没有报错") records the symptom as known-absent
-instead ("a person said no").
+A match negated in its own clause ("no OOM", "没有报错") records the symptom as absent with the
+strength ``negated_reliability`` (a soft "no": the parse of a sentence may be wrong).
 """
 
 from __future__ import annotations
@@ -20,14 +20,21 @@ from rules.settings import Settings
 MAX_DESCRIPTION_CHARS = 1_000_000
 
 
-def _negated(line: str, start: int, lang: str | None, cfg: dict[str, Any]) -> bool:
-    """Is the match at ``start`` preceded, in its clause and within a few characters, by a negation?"""
+_HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff]")
+
+
+def _negated(line: str, start: int, cfg: dict[str, Any]) -> bool:
+    """Is the match at ``start`` preceded, in its clause and within a few characters, by a negation?
+
+    The negation words are those of the text's language, not the rule's: an English term such as
+    "OOM" inside a Chinese sentence (现在不 OOM 了) is negated by 不.
+    """
     window = cfg["negation_window_chars"]
     before = line[max(0, start - window * 4):start]
     parts = re.split(cfg["clause_breaks"], before)
     clause = parts[-1][-window:] if parts else ""
-    if lang == "zh":
-        return any(word in clause for word in cfg["negations"].get("zh", []))
+    if _HAN.search(clause) and any(word in clause for word in cfg["negations"].get("zh", [])):
+        return True
     words = re.findall(r"[a-z']+", clause.lower())
     return any(word in words for word in cfg["negations"].get("en", []))
 
@@ -53,10 +60,12 @@ def read_description(description: Any, rules: RuleSet, collector: Collector, set
     for lineno, line in enumerate(description[:MAX_DESCRIPTION_CHARS].splitlines(), 1):
         for m in matcher.match_line(line):
             sid = m.rule.symptom or ""
-            if _negated(line, m.start, m.rule.lang, cfg):
+            if _negated(line, m.start, cfg):
                 said_no.add(sid)
                 continue
             seen.add(sid)
             collector.observe(sid, source=source, text=line.strip(), rule=m.rule.id, reliability=cfg["reliability"],
                               fields=dict(m.groups), lineno=lineno)
-    extraction.absent |= said_no - seen
+    for sid in said_no - seen - extraction.absent:
+        extraction.absent.add(sid)  # a "no" read from words is soft: the parse may be wrong
+        extraction.absent_strength[sid] = cfg["negated_reliability"]

@@ -40,7 +40,8 @@ _SHAPES: dict[str, dict[str, Any]] = {
         "numerics": {"first_step_max": int, "first_epoch_max": NUMBER, "loss_zero_min": int},
         "phase": {"first_step_max_steps": int, "steady_min_steps": int, "oom_after_many_steps": int},
         "symptom_phases": dict, "derived_only": list, "multi_node_only": list,
-        "phrases": {"reliability": NUMBER, "negation_window_chars": int, "negations": dict, "clause_breaks": str},
+        "phrases": {"reliability": NUMBER, "pasted_reliability": NUMBER, "negated_reliability": NUMBER,
+                    "negation_window_chars": int, "negations": dict, "clause_breaks": str},
         "scope": {"min_known_ranks_for_global": int, "global_by_nature": list, "anomalies": list},
     },
     "metrics.yaml": {

@@ -57,7 +57,7 @@ class ExampleRunner:
         if rule.kind == "phrase":
             cfg = self.settings.derive["phrases"]
             for m in self.phrases.match_line(line):
-                if m.rule.id == rule.id and not _negated(line, m.start, rule.lang, cfg):
+                if m.rule.id == rule.id and not _negated(line, m.start, cfg):
                     return {k: convert(v, rule.fields.get(k, "str")) for k, v in m.groups.items()}
             return None
         data = line.encode("utf-8")
