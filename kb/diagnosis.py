@@ -117,7 +117,7 @@ def diagnose_extraction(
         "id": diagnosis_id or new_id(),
         "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "lang": lang,
-        "summary": _summary(kb, ranking, lang),
+        "summary": _summary(kb, ranking, lang, shows_a_fault(kb, state)),
         "causes": [_cause(kb, rc, extraction, lang, site_counts) for rc in ranking.causes[:top]],
         "unexplained": round(ranking.unexplained, 4),
         "ruled_out": [{"id": cid, "reason": reason} for cid, reason in ranking.ruled_out],
@@ -146,10 +146,33 @@ def _t(text: Text | None, lang: str) -> str:
     return text.get(lang) if text else ""
 
 
-def _summary(kb: KnowledgeBase, ranking: Ranking, lang: str) -> dict[str, Any]:
+#: what to send when the evidence shows no fault: the sources that locate most failures
+NEXT_EVIDENCE = Text(
+    en="the log of the first failing rank from its start to its end (not only the last lines), the launcher's "
+       "output, dmesg and `nvidia-smi -q` of the failing node, the ds_config, and a sentence on what went wrong "
+       "(hang, crash, NaN, slow, OOM) and when",
+    zh="最先出错的 rank 从启动到结束的完整日志（不只是最后几行）、启动器输出、出错节点的 dmesg 与 `nvidia-smi -q`、"
+       "ds_config，以及一句话说明出了什么问题（卡住、崩溃、NaN、变慢、OOM）和发生的时间",
+)
+
+
+def shows_a_fault(kb: KnowledgeBase, state: EvidenceState) -> bool:
+    """Does the evidence say anything is wrong: a symptom above info level, an experiment's outcome,
+    a "no" from a person, or words the knowledge base's texts recognise?"""
+    return bool(state.outcomes or state.absent or state.text_factors or any(
+        sid in kb.symptoms and kb.symptoms[sid].severity != "info" for sid in state.present))
+
+
+def _summary(kb: KnowledgeBase, ranking: Ranking, lang: str, faulty: bool = True) -> dict[str, Any]:
     settings = engine_settings()
     best = ranking.causes[0] if ranking.causes else None
-    if ranking.unexplained >= settings["unexplained_dominates"] or best is None:
+    if not faulty:
+        verdict = "no_fault_found"
+        text = {
+            "en": f"No fault found in what was supplied: no error line, no anomaly, nothing described. Send {NEXT_EVIDENCE.en}.",
+            "zh": f"所提供的材料中没有发现故障：没有报错行、没有异常、也没有文字描述。请补充{NEXT_EVIDENCE.zh}。",
+        }
+    elif ranking.unexplained >= settings["unexplained_dominates"] or best is None:
         verdict = "unexplained"
         text = {
             "en": f"No modelled root cause explains this evidence well ({ranking.unexplained:.0%} unexplained); "

@@ -77,3 +77,18 @@ def test_words_no_rule_reads_still_order_the_causes(real_kb):
     text = "We think the pinned host memory of the CPU offload ran out, and the node swapped to death"
     result = diagnose({"description": text}, kb=real_kb, top=5)
     assert result["causes"][0]["id"].startswith("memory.host_ram_exhausted")
+
+
+def test_healthy_evidence_gets_its_own_verdict_and_what_to_send(real_kb):
+    healthy = ("[2026-11-30 10:00:01,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0, lr=[1e-05]\n"
+               "[2026-11-30 10:00:09,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=20, skipped=0, lr=[1e-05]\n")
+    result = diagnose({"logs": [{"source": "rank0", "text": healthy}]}, kb=real_kb)
+    assert result["summary"]["verdict"] == "no_fault_found"
+    assert "dmesg" in result["summary"]["text"] and "first failing rank" in result["summary"]["text"]
+    zh = diagnose({"logs": [{"source": "rank0", "text": healthy}]}, kb=real_kb, lang="zh")
+    assert "未发现故障" in zh["summary"]["text"] or "没有发现故障" in zh["summary"]["text"]
+
+
+def test_a_described_fault_is_never_no_fault_found(real_kb):
+    result = diagnose({"description": "the loss turns NaN after a few hundred steps on every rank"}, kb=real_kb)
+    assert result["summary"]["verdict"] != "no_fault_found"
