@@ -320,12 +320,19 @@ def _rank(kb: KnowledgeBase, ev: EvidenceState, evidence: dict[str, tuple[str, f
         llr = temper * remembered.get_or_compute(("ratio", max_exact, key),
                                                  lambda t=table: _cause_log_ratio(t, kb, evidence, max_exact))
         outcome_logs[cid] = _outcome_log_ratios(kb, cid, ev.outcomes)
-        llr += sum(v for _, v in outcome_logs[cid]) + ev.text_factors.get(cid, 0.0)
+        llr += ev.text_factors.get(cid, 0.0)
         scores[cid] = math.log(priors[cid] * factor * (1.0 - settings["unexplained_prior"])) + llr
     scores[UNEXPLAINED] = math.log(settings["unexplained_prior"]) + temper * _unexplained_log_ratio(kb, evidence)
     if ev.text_factors:  # words that fit no document better than the average one favour no cause over c0
         scores[UNEXPLAINED] += sum(ev.text_factors.values()) / len(ev.text_factors)
 
+    # the temperature calibrates what the evidence says; experiment outcomes then update it by plain
+    # Bayes, exactly as the planner predicts them (kb/planner.py)
+    sharpen = 1.0 / settings.get("posterior_temperature", 1.0)
+    ratios = {cid: scores[cid] - math.log(priors[cid] * (1.0 - settings["unexplained_prior"]))
+              + sum(v for _, v in outcome_logs[cid]) for cid in outcome_logs}
+    for cid in scores:
+        scores[cid] = sharpen * scores[cid] + sum(v for _, v in outcome_logs.get(cid, ()))
     top = max(scores.values())
     weights = {k: math.exp(v - top) for k, v in scores.items()}
     norm = sum(weights.values())
@@ -336,7 +343,7 @@ def _rank(kb: KnowledgeBase, ev: EvidenceState, evidence: dict[str, tuple[str, f
             id=cid,
             probability=posterior[cid],
             prior=priors[cid],
-            log_likelihood_ratio=scores[cid] - math.log(priors[cid] * (1.0 - settings["unexplained_prior"])),
+            log_likelihood_ratio=ratios[cid],
             weights=[],
             unexplained_present=[],
             outcome_factors=outcome_logs[cid],
