@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from kb.errors import DsdoctorError
-from rules import config_checks, derive, env_checks, metrics, phrases
+from rules import config_checks, derive, env_checks, env_normalize, metrics, phrases
 from rules.collect import Collector, SourceState
 from rules.context import SourceHint, parse_prefix, source_hint
 from rules.loader import default_rules
@@ -503,6 +503,13 @@ class _Extractor:
                 self.warnings.append(f"{path}: reading stopped early ({exc}); the part read was used")
 
 
+def _covers_failure(src: SourceState, settings: Settings) -> bool:
+    """Whether a log source plausibly shows the failure, so that what its rules did not hit is absent:
+    an error-level hit, a traceback, or a run's worth of lines (a command line, a few INFO lines or a
+    benchmark printout are not)."""
+    return bool(src.error_hits or src.tracebacks) or src.lines >= settings.derive["supplied"]["logs_min_lines"]
+
+
 def _file_size(path: Path) -> int | None:
     try:
         return Path(path).stat().st_size
@@ -569,11 +576,14 @@ def extract(evidence: dict[str, Any] | None, *, log_files: Sequence[tuple[str, P
         if src.hint.kind != "logs":
             extraction.supplied_sources.add(src.hint.kind)
         extraction.supplied_sources |= src.kinds
-        if src.hint.kind == "logs" and (src.other_lines or not src.kinds):
+        if src.hint.kind == "logs" and (src.other_lines or not src.kinds) and _covers_failure(src, settings):
             extraction.supplied_sources.add("logs")
 
-    config_checks.check(evidence.get("config"), evidence.get("environment"), collector, settings, extraction)
-    env_checks.check(evidence.get("environment"), collector, settings, extraction)
+    environment = env_normalize.normalize(evidence.get("environment"), settings)
+    if environment is not evidence.get("environment"):
+        evidence = {**evidence, "environment": environment}
+    config_checks.check(evidence.get("config"), environment, collector, settings, extraction)
+    env_checks.check(environment, collector, settings, extraction)
     metrics.read_metrics(evidence.get("metrics"), collector, settings, extraction)
     phrases.read_description(evidence.get("description"), rules, collector, settings, extraction)
     derive.finish(collector, evidence, settings, extraction)

@@ -1,0 +1,64 @@
+"""Context and absence calibration: what a source does not cover stays unknown (issue 13, C.5)."""
+
+from __future__ import annotations
+
+from rules.env_normalize import normalize
+from rules.extract import extract
+from rules.settings import load_settings
+
+
+def test_a_command_line_is_not_logs_supplied() -> None:
+    launch = "torchrun --nproc_per_node 4 train.py --bf16 --deepspeed ds.json\nNCCL_DEBUG=INFO set"
+    x = extract({"logs": [{"source": "stdout", "text": launch}]})
+    assert "logs" not in x.supplied_sources
+
+
+def test_an_error_line_or_traceback_makes_logs_supplied() -> None:
+    text = ("Traceback (most recent call last):\n  File \"run.py\", line 3, in <module>\n    main()\n"
+            "RuntimeError: CUDA error: an illegal memory access was encountered")
+    x = extract({"logs": [{"source": "stdout", "text": text}]})
+    assert "logs" in x.supplied_sources
+
+
+def test_a_long_run_log_is_logs_supplied() -> None:
+    lines = "\n".join(f"{{'loss': {2.0 - i / 100:.3f}, 'learning_rate': 1e-05, 'epoch': {i / 100:.2f}}}" for i in range(60))
+    x = extract({"logs": [{"source": "stdout", "text": lines}]})
+    assert "logs" in x.supplied_sources
+
+
+def test_partial_config_leaves_precision_and_offload_unknown() -> None:
+    x = extract({"config": {"zero_optimization": {"stage": 2}}})
+    assert x.context.precision is None
+    assert "s.fp16_enabled" not in x.absent and "s.bf16_enabled" not in x.absent
+    assert x.context.zero_stage == 2 and x.context.offload is False
+    only_precision = extract({"config": {"bf16": {"enabled": True}}})
+    assert only_precision.context.precision == "bf16"
+    assert only_precision.context.offload is None and only_precision.context.zero_stage is None
+
+
+def test_whole_config_keeps_deepspeed_defaults() -> None:
+    x = extract({"config": {"train_batch_size": 64, "optimizer": {"type": "AdamW"}}})
+    assert x.context.precision == "fp32" and x.context.zero_stage == 0 and x.context.offload is False
+
+
+def test_trainer_filled_config_leaves_precision_unknown() -> None:
+    x = extract({"config": {"train_batch_size": "auto", "zero_optimization": {"stage": 3}}})
+    assert x.context.precision is None
+
+
+def test_free_form_environment_keys_are_normalised() -> None:
+    settings = load_settings()
+    env = normalize({"gpus": 8, "nodes": "2x DGX A100", "nccl": "2.19.3", "pytorch": "2.2.0"}, settings)
+    assert env["nodes"] == 2 and env["world_size"] == 16 and "A100" in env["gpu"]
+    assert env["versions"] == {"nccl": "2.19.3", "torch": "2.2.0"}
+    assert normalize({"gpu_count": "4", "num_nodes": 1, "gpu": "H100 80GB"}, settings)["world_size"] == 4
+    assert normalize({"world_size": 2, "gpus": 8}, settings)["world_size"] == 2  # the format's own key wins
+    x = extract({"environment": {"num_nodes": "3", "gpu_model": "Tesla V100-SXM2-32GB"}})
+    assert x.context.nodes == 3 and "s.multi_node_job" in x.symptoms and "s.pre_ampere_gpu" in x.symptoms
+
+
+def test_no_world_size_from_a_failed_assertion() -> None:
+    line = ("AssertionError: Check batch related parameters. train_batch_size is not equal to "
+            "micro_batch_per_gpu * gradient_acc_step * world_size 48 != 3 * 2 * 4")
+    x = extract({"logs": [{"source": "stdout", "text": line}]})
+    assert x.context.world_size is None
