@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from kb.errors import DsdoctorError
-from rules import config_checks, derive, env_checks, env_normalize, metrics, phrases
+from rules import config_checks, derive, env_checks, env_normalize, metrics, model_states, phrases
 from rules.collect import Collector, SourceState
 from rules.context import SourceHint, parse_prefix, source_hint
 from rules.loader import default_rules
@@ -503,6 +503,18 @@ class _Extractor:
                 self.warnings.append(f"{path}: reading stopped early ({exc}); the part read was used")
 
 
+def _stated_texts(evidence: dict[str, Any]) -> list[str]:
+    """The texts where a report states its setup: description, pasted logs (a launch command), and the
+    environment's free-form values (``model: llama-2-70b``)."""
+    texts = [evidence["description"]] if isinstance(evidence.get("description"), str) else []
+    logs = evidence.get("logs") if isinstance(evidence.get("logs"), list) else []
+    texts += [e["text"] for e in logs if isinstance(e, dict) and isinstance(e.get("text"), str)]
+    env = evidence.get("environment")
+    if isinstance(env, dict):
+        texts += [f"{k}: {v}" for k, v in env.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)]
+    return texts
+
+
 def _covers_failure(src: SourceState, settings: Settings) -> bool:
     """Whether a log source plausibly shows the failure, so that what its rules did not hit is absent:
     an error-level hit, a traceback, or a run's worth of lines (a command line, a few INFO lines or a
@@ -584,6 +596,7 @@ def extract(evidence: dict[str, Any] | None, *, log_files: Sequence[tuple[str, P
         evidence = {**evidence, "environment": environment}
     config_checks.check(evidence.get("config"), environment, collector, settings, extraction)
     env_checks.check(environment, collector, settings, extraction)
+    model_states.check(_stated_texts(evidence), collector, extraction)
     metrics.read_metrics(evidence.get("metrics"), collector, settings, extraction)
     phrases.read_description(evidence.get("description"), rules, collector, settings, extraction)
     derive.finish(collector, evidence, settings, extraction)
