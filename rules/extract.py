@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from kb.errors import DsdoctorError
-from rules import config_checks, derive, env_checks, env_normalize, metrics, model_states, phrases
+from rules import config_checks, derive, env_checks, env_normalize, launch_env, metrics, model_states, phrases
 from rules.collect import Collector, SourceState
 from rules.context import SourceHint, parse_prefix, source_hint
 from rules.loader import default_rules
@@ -597,6 +597,7 @@ def extract(evidence: dict[str, Any] | None, *, log_files: Sequence[tuple[str, P
     config_checks.check(evidence.get("config"), environment, collector, settings, extraction)
     env_checks.check(environment, collector, settings, extraction)
     model_states.check(_stated_texts(evidence), collector, extraction)
+    launch_env.check(evidence, collector, extraction)
     metrics.read_metrics(evidence.get("metrics"), collector, settings, extraction)
     phrases.read_description(evidence.get("description"), rules, collector, settings, extraction)
     derive.finish(collector, evidence, settings, extraction)

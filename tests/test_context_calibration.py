@@ -62,3 +62,16 @@ def test_no_world_size_from_a_failed_assertion() -> None:
             "micro_batch_per_gpu * gradient_acc_step * world_size 48 != 3 * 2 * 4")
     x = extract({"logs": [{"source": "stdout", "text": line}]})
     assert x.context.world_size is None
+
+
+def test_nccl_variables_of_the_failing_command_are_context() -> None:
+    launch = "export NCCL_IB_DISABLE=1\nNCCL_P2P_DISABLE=1 NCCL_SOCKET_IFNAME=docker0 torchrun --nnodes 2 train.py"
+    x = extract({"logs": [{"source": "launcher", "text": launch}]})
+    assert x.context.launch_env == {"NCCL_IB_DISABLE": "1", "NCCL_P2P_DISABLE": "1", "NCCL_SOCKET_IFNAME": "docker0"}
+    assert "s.ib_not_used" in x.symptoms and "s.suspicious_interface" in x.symptoms
+    assert "s.intra_node_p2p_used" in x.absent
+
+
+def test_a_variable_in_the_description_is_not_the_failing_run() -> None:
+    x = extract({"description": "It hangs; once I set NCCL_P2P_DISABLE=1 the same job finishes."})
+    assert "s.intra_node_p2p_used" not in x.absent and not x.context.launch_env
