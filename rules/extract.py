@@ -20,7 +20,17 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from kb.errors import DsdoctorError
-from rules import config_checks, derive, env_checks, env_normalize, launch_env, metrics, model_states, phrases
+from rules import (
+    accelerate_config,
+    config_checks,
+    derive,
+    env_checks,
+    env_normalize,
+    launch_env,
+    metrics,
+    model_states,
+    phrases,
+)
 from rules.collect import Collector, SourceState
 from rules.context import SourceHint, parse_prefix, source_hint
 from rules.loader import default_rules
@@ -591,6 +601,12 @@ def extract(evidence: dict[str, Any] | None, *, log_files: Sequence[tuple[str, P
         if src.hint.kind == "logs" and (src.other_lines or not src.kinds) and _covers_failure(src, settings):
             extraction.supplied_sources.add("logs")
 
+    if accelerate_config.is_accelerate(evidence.get("config")):
+        ds_config, stated = accelerate_config.translate(evidence["config"])
+        env = evidence.get("environment") if isinstance(evidence.get("environment"), dict) else {}
+        evidence = {**evidence, "config": ds_config, "environment": {**stated, **env}}
+        if ds_config is None:
+            extraction.supplied_sources.add("config")
     environment = env_normalize.normalize(evidence.get("environment"), settings)
     if environment is not evidence.get("environment"):
         evidence = {**evidence, "environment": environment}

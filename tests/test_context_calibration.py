@@ -75,3 +75,16 @@ def test_nccl_variables_of_the_failing_command_are_context() -> None:
 def test_a_variable_in_the_description_is_not_the_failing_run() -> None:
     x = extract({"description": "It hangs; once I set NCCL_P2P_DISABLE=1 the same job finishes."})
     assert "s.intra_node_p2p_used" not in x.absent and not x.context.launch_env
+
+
+def test_an_accelerate_config_is_read_as_the_ds_config_it_stands_for() -> None:
+    accel = {"compute_environment": "LOCAL_MACHINE", "distributed_type": "DEEPSPEED", "mixed_precision": "fp16",
+             "num_machines": 2, "num_processes": 16,
+             "deepspeed_config": {"zero_stage": 2, "offload_optimizer_device": "cpu", "offload_param_device": "none",
+                                  "gradient_accumulation_steps": 4}}
+    x = extract({"config": accel})
+    assert (x.context.precision, x.context.zero_stage, x.context.offload) == ("fp16", 2, True)
+    assert x.context.world_size == 16 and x.context.nodes == 2
+    assert not [f for f in x.config_findings if f.id.startswith("config.unknown_key")]
+    fsdp = extract({"config": {"distributed_type": "FSDP", "mixed_precision": "bf16", "num_processes": 8}})
+    assert fsdp.context.precision == "bf16" and fsdp.context.zero_stage is None
