@@ -527,9 +527,12 @@ def _stated_texts(evidence: dict[str, Any]) -> list[str]:
 
 def _covers_failure(src: SourceState, settings: Settings) -> bool:
     """Whether a log source plausibly shows the failure, so that what its rules did not hit is absent:
-    an error-level hit, a traceback, or a run's worth of lines (a command line, a few INFO lines or a
-    benchmark printout are not)."""
-    return bool(src.error_hits or src.tracebacks) or src.lines >= settings.derive["supplied"]["logs_min_lines"]
+    an error-level hit, a traceback, or a run's worth of training output (progress or init lines,
+    and enough of them). A command line, a few INFO lines or a benchmark printout are not."""
+    if src.error_hits or src.tracebacks:
+        return True
+    ran = src.progress > 0 or src.init_seen or src.train_started
+    return ran and src.lines >= settings.derive["supplied"]["logs_min_lines"]
 
 
 def _file_size(path: Path) -> int | None:

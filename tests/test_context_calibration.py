@@ -88,3 +88,11 @@ def test_an_accelerate_config_is_read_as_the_ds_config_it_stands_for() -> None:
     assert not [f for f in x.config_findings if f.id.startswith("config.unknown_key")]
     fsdp = extract({"config": {"distributed_type": "FSDP", "mixed_precision": "bf16", "num_processes": 8}})
     assert fsdp.context.precision == "bf16" and fsdp.context.zero_stage is None
+
+
+def test_a_benchmark_printout_is_not_logs_supplied() -> None:
+    rows = "\n".join(f"   {2 ** i:>10}   {2 ** i // 4:>8}   float     sum      -1   {10 + i:6.1f}   {0.5 * i:6.2f}"
+                     f"   {0.9 * i:6.2f}      0" for i in range(50))
+    bench = "# nThread 1 nGpus 8 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20\n" + rows
+    x = extract({"logs": [{"source": "stdout", "text": bench + "\n# Avg bus bandwidth    : 61.2"}]})
+    assert "logs" not in x.supplied_sources
