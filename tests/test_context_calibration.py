@@ -96,3 +96,11 @@ def test_a_benchmark_printout_is_not_logs_supplied() -> None:
     bench = "# nThread 1 nGpus 8 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20\n" + rows
     x = extract({"logs": [{"source": "stdout", "text": bench + "\n# Avg bus bandwidth    : 61.2"}]})
     assert "logs" not in x.supplied_sources
+
+
+def test_an_init_marker_on_the_error_line_gives_no_phase() -> None:
+    error = ("node3:881:990 [2] NCCL INFO comm 0x7f01 rank 2 nranks 16 - Init COMPLETE ... "
+             "RuntimeError: NCCL error: unhandled system error")
+    assert extract({"logs": [{"source": "stdout", "text": error}]}).phase == "unknown"
+    init_then_error = "node3:881:990 [2] NCCL INFO Bootstrap : Using ib0:10.1.0.3<0>\n" + error
+    assert extract({"logs": [{"source": "stdout", "text": init_then_error}]}).phase == "launch"
