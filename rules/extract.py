@@ -20,7 +20,17 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from kb.errors import DsdoctorError
-from rules import config_checks, derive, env_checks, metrics, phrases
+from rules import (
+    accelerate_config,
+    config_checks,
+    derive,
+    env_checks,
+    env_normalize,
+    launch_env,
+    metrics,
+    model_states,
+    phrases,
+)
 from rules.collect import Collector, SourceState
 from rules.context import SourceHint, parse_prefix, source_hint
 from rules.loader import default_rules
@@ -503,6 +513,28 @@ class _Extractor:
                 self.warnings.append(f"{path}: reading stopped early ({exc}); the part read was used")
 
 
+def _stated_texts(evidence: dict[str, Any]) -> list[str]:
+    """The texts where a report states its setup: description, pasted logs (a launch command), and the
+    environment's free-form values (``model: llama-2-70b``)."""
+    texts = [evidence["description"]] if isinstance(evidence.get("description"), str) else []
+    logs = evidence.get("logs") if isinstance(evidence.get("logs"), list) else []
+    texts += [e["text"] for e in logs if isinstance(e, dict) and isinstance(e.get("text"), str)]
+    env = evidence.get("environment")
+    if isinstance(env, dict):
+        texts += [f"{k}: {v}" for k, v in env.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)]
+    return texts
+
+
+def _covers_failure(src: SourceState, settings: Settings) -> bool:
+    """Whether a log source plausibly shows the failure, so that what its rules did not hit is absent:
+    an error-level hit, a traceback, or a run's worth of training output (progress or init lines,
+    and enough of them). A command line, a few INFO lines or a benchmark printout are not."""
+    if src.error_hits or src.tracebacks:
+        return True
+    ran = src.progress > 0 or src.init_seen or src.train_started
+    return ran and src.lines >= settings.derive["supplied"]["logs_min_lines"]
+
+
 def _file_size(path: Path) -> int | None:
     try:
         return Path(path).stat().st_size
@@ -569,11 +601,22 @@ def extract(evidence: dict[str, Any] | None, *, log_files: Sequence[tuple[str, P
         if src.hint.kind != "logs":
             extraction.supplied_sources.add(src.hint.kind)
         extraction.supplied_sources |= src.kinds
-        if src.hint.kind == "logs" and (src.other_lines or not src.kinds):
+        if src.hint.kind == "logs" and (src.other_lines or not src.kinds) and _covers_failure(src, settings):
             extraction.supplied_sources.add("logs")
 
-    config_checks.check(evidence.get("config"), evidence.get("environment"), collector, settings, extraction)
-    env_checks.check(evidence.get("environment"), collector, settings, extraction)
+    if accelerate_config.is_accelerate(evidence.get("config")):
+        ds_config, stated = accelerate_config.translate(evidence["config"])
+        env = evidence.get("environment") if isinstance(evidence.get("environment"), dict) else {}
+        evidence = {**evidence, "config": ds_config, "environment": {**stated, **env}}
+        if ds_config is None:
+            extraction.supplied_sources.add("config")
+    environment = env_normalize.normalize(evidence.get("environment"), settings)
+    if environment is not evidence.get("environment"):
+        evidence = {**evidence, "environment": environment}
+    config_checks.check(evidence.get("config"), environment, collector, settings, extraction)
+    env_checks.check(environment, collector, settings, extraction)
+    model_states.check(_stated_texts(evidence), collector, extraction)
+    launch_env.check(evidence, collector, extraction)
     metrics.read_metrics(evidence.get("metrics"), collector, settings, extraction)
     phrases.read_description(evidence.get("description"), rules, collector, settings, extraction)
     derive.finish(collector, evidence, settings, extraction)

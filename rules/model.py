@@ -71,6 +71,7 @@ class JobContext:
     world_size: int | None = None
     gpu: str | None = None
     versions: dict[str, str] = field(default_factory=dict)
+    launch_env: dict[str, str] = field(default_factory=dict)  # NCCL_* / GLOO_* set for the failing run
 
 
 @dataclass

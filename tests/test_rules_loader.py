@@ -125,7 +125,8 @@ def test_real_settings_are_valid() -> None:
 def test_bad_settings_are_reported(tmp_path: Path) -> None:
     from rules.settings import DATA_DIR
 
-    for name in ("derive.yaml", "metrics.yaml", "config_checks.yaml", "ds_config_keys.yaml", "gpus.yaml"):
+    for name in ("derive.yaml", "metrics.yaml", "config_checks.yaml", "ds_config_keys.yaml", "gpus.yaml",
+                 "environment.yaml"):
         (tmp_path / name).write_text((DATA_DIR / name).read_text(encoding="utf-8"), encoding="utf-8")
     text = (tmp_path / "metrics.yaml").read_text(encoding="utf-8").replace("up_factor: 1.5", "up_factor: fast")
     (tmp_path / "metrics.yaml").write_text(text, encoding="utf-8")
