@@ -74,7 +74,7 @@ def test_near_misses_are_not_identifiers(text: str) -> None:
 def test_every_vocabulary_entry_becomes_a_phrase_rule_with_passing_examples() -> None:
     rules = default_rules()
     ident = [r for r in rules.phrase_rules if r.id.startswith("ident.")]
-    assert len(ident) >= 30 and all(r.reliability and r.reliability >= 0.9 for r in ident)
+    assert len(ident) >= 30 and all(r.reliability and r.reliability >= 0.85 for r in ident)
     failed = [r for r in run_examples(rules) if r.rule.startswith("ident.") and not r.ok]
     assert failed == []
 
