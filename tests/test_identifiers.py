@@ -166,3 +166,10 @@ def test_reliability_is_only_for_phrase_rules() -> None:
     assert issues == [] and data["reliability"] == 0.6
     _, issues = validate_rule({**base, "kind": "phrase", "lang": "en", "reliability": 0})
     assert issues
+
+
+def test_kb_lint_checks_the_symptoms_of_the_vocabulary(tmp_path: Path) -> None:
+    folder = _vocab(tmp_path, "reliability: 0.9\nidentifiers:" + GOOD_ENTRY.replace("s.nccl_system_error",
+                                                                                       "s.nccl_sytem_error"))
+    found = [p for p in lint(rules_dir=folder) if "ident.nccl.system_error" in p.message]
+    assert found and "does not define" in found[0].message and found[0].file.endswith("identifiers.yaml")
