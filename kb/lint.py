@@ -244,12 +244,16 @@ def read_rule_symptoms(rules_dir: Path) -> tuple[list[RuleRef], list[Problem]]:
         problems.extend(Problem(p.file, p.line, f"rule file unreadable, its symptoms are not checked: {p.message}",
                                 "warning") for p in parse_problems if data is None)
         rules = data.get("rules") if isinstance(data, LineDict) else None
+        prefix = ""
+        if rules is None and isinstance(data, LineDict):  # the vocabulary of identifiers (rules/identifiers.py)
+            rules, prefix = data.get("identifiers"), "ident."
         if not isinstance(rules, LineList):
             continue
         for index, rule in enumerate(rules):
             if isinstance(rule, LineDict) and isinstance(rule.get("symptom"), str):
                 line = rule.key_lines.get("symptom", rules.item_lines[index])
-                refs.append(RuleRef(display_path(path), line, str(rule.get("id", f"#{index + 1}")), rule["symptom"]))
+                rule_id = prefix + str(rule.get("id", f"#{index + 1}"))
+                refs.append(RuleRef(display_path(path), line, rule_id, rule["symptom"]))
     return refs, problems
 
 

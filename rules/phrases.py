@@ -1,7 +1,8 @@
 """Free text (the evidence ``description``, chat messages) through the phrase rules, English and Chinese.
 
 Phrase rules use the same matcher as log rules (Hyperscan in UTF-8 mode, then RE2 on the text),
-caseless by default. A match is soft evidence (reliability below 1, from rules/data/derive.yaml).
+caseless by default. A match is soft evidence: the rule's own ``reliability`` when it has one (an
+identifier ~0.95, a vague word ~0.6), else the global one in rules/data/derive.yaml.
 A match negated in its own clause ("no OOM", "没有报错") records the symptom as absent with the
 strength ``negated_reliability`` (a soft "no": the parse of a sentence may be wrong).
 """
@@ -64,7 +65,8 @@ def read_description(description: Any, rules: RuleSet, collector: Collector, set
                 said_no.add(sid)
                 continue
             seen.add(sid)
-            collector.observe(sid, source=source, text=line.strip(), rule=m.rule.id, reliability=cfg["reliability"],
+            reliability = cfg["reliability"] if m.rule.reliability is None else m.rule.reliability
+            collector.observe(sid, source=source, text=line.strip(), rule=m.rule.id, reliability=reliability,
                               fields=dict(m.groups), lineno=lineno)
     for sid in said_no - seen - extraction.absent:
         extraction.absent.add(sid)  # a "no" read from words is soft: the parse may be wrong

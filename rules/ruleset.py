@@ -21,6 +21,7 @@ class Rule:
     severity: str = "info"
     lang: str | None = None
     caseless: bool = False
+    reliability: float | None = None  # phrase rules: strength of a match (None = the global default)
     fields: dict[str, str] = field(default_factory=dict)
     secondary: bool = False
     references: tuple[str, ...] = ()
@@ -45,6 +46,7 @@ class Rule:
             symptom=data.get("symptom"), marker=data.get("marker"),
             severity=data.get("severity") or "info", lang=data.get("lang"),
             caseless=(kind == "phrase") if caseless is None else bool(caseless),
+            reliability=data.get("reliability"),
             fields=dict(data.get("fields") or {}), secondary=bool(data.get("secondary")),
             references=tuple(data.get("references") or ()),
             match_examples=tuple(examples.get("match") or ()),

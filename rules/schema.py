@@ -21,7 +21,7 @@ from typing import Any
 from marshmallow import ValidationError, validate
 from marshmallow import fields as mf
 
-from kb.schema import Boolean, StrictSchema, String
+from kb.schema import Boolean, Number, StrictSchema, String
 from kb.schema import _flatten as flatten_errors  # one message style for every data file
 from rules.units import FIELD_TYPES
 
@@ -110,6 +110,10 @@ class RuleSchema(StrictSchema):
     pattern = String(required=True, validate=_not_blank,
                      metadata={"hint": "an RE2 pattern that Hyperscan also compiles (no backreferences or lookaround)"})
     caseless = Boolean(load_default=None, allow_none=True, metadata={"hint": "true or false"})
+    reliability = Number(load_default=None, allow_none=True,
+                         validate=validate.Range(0, 1, min_inclusive=False, error="must be in (0, 1], got {input}"),
+                         metadata={"hint": "for phrase rules: how sure a match is, e.g. 0.95 for an identifier, "
+                                           "0.6 for a vague word (default: phrases.reliability in derive.yaml)"})
     fields = mf.Dict(keys=String(validate=_regexp(FIELD_NAME, "requested")),
                          values=String(validate=_one_of(FIELD_TYPES)), load_default=dict,
                          metadata={"hint": "capture -> type, e.g. {requested: size}; types: " + ", ".join(FIELD_TYPES)})
@@ -138,6 +142,9 @@ def _cross_checks(data: Mapping[str, Any]) -> list[Issue]:
                                          "symptom, e.g. 's.cuda_oom'"))
         if data["marker"]:
             issues.append((("marker",), f"'marker' is only for kind: marker, not {kind}"))
+    if kind != "phrase" and data["reliability"] is not None:
+        issues.append((("reliability",), f"'reliability' is only for phrase rules: a {kind} rule's lines are "
+                                         "as reliable as their source"))
     if kind == "phrase" and not data["lang"]:
         issues.append((("lang",), "field 'lang' is missing: a phrase rule says its language, en or zh"))
     examples = data["examples"]
