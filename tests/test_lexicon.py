@@ -49,6 +49,13 @@ def test_concepts_compose_whatever_the_word_order(text: str, symptom: str):
     assert any(rule.startswith("lexicon.") for rule in x.symptoms[symptom].rules)
 
 
+def test_an_oom_said_of_the_save_step_is_an_oom_at_checkpoint():
+    x = extract({"description": "we only see it at the very end: while saving the merged adapter it runs out of memory"})
+    assert {"s.cuda_oom", "s.oom_at_checkpoint", "s.phase_checkpoint"} <= set(x.symptoms)
+    host = extract({"description": "while saving the weights the host ran out of CPU memory"})
+    assert "s.cuda_oom" not in host.symptoms and "s.oom_at_checkpoint" not in host.symptoms
+
+
 def test_a_chinese_scope_cue_spans_an_english_message_and_keeps_the_rank():
     text = "只有 6 号卡在加载权重以后 报 RuntimeError: CUDA error: unspecified launch failure，接着进程报错退出"
     x = extract({"description": text})
