@@ -27,7 +27,7 @@ from rules.schema import RULE_ID, SYMPTOM_ID
 LEXICON_FILE = Path(__file__).resolve().parent / "data" / "lexicon.yaml"
 MAX_HITS = 8  # hits per concept and span considered when pairing (bounds the search)
 _COMPOSITION_KEYS = {"id", "title", "symptom", "all", "none", "window", "order", "span", "reliability", "present",
-                     "examples"}
+                     "negatable", "examples"}
 
 Negated = Callable[[str, int, dict[str, Any]], bool]
 
@@ -57,6 +57,7 @@ class Composition:
     span: str  # clause | sentence
     reliability: float
     present: bool  # False: a hit says the symptom is absent ("one workstation" -> not multi-node)
+    negatable: bool  # False when a concept is itself negative-shaped ("cannot both be set", 不能)
     match: tuple[str, ...]
     no_match: tuple[str, ...]
     where: str
@@ -122,6 +123,8 @@ class Lexicon:
 def _is_negated(comp: Composition, line: str, start: int, picked: list[tuple[int, int, dict[str, str]]],
                 cfg: dict[str, Any], negated: Negated) -> bool:
     """A negation shortly before any hit; in a clause, also one between the hits ("loss never turns into NaN")."""
+    if not comp.negatable:
+        return False
     if any(negated(line, s, cfg) for s, _, _ in picked):
         return True
     if comp.span != "clause":
@@ -189,7 +192,7 @@ def _load(path: Path) -> tuple[Lexicon | None, list[Problem]]:
             excluded=tuple(entry.get("none") or ()),
             window=int(entry["window"]), ordered=entry.get("order", "any") == "listed",
             span=entry.get("span", "clause"), reliability=float(entry["reliability"]),
-            present=bool(entry.get("present", True)), match=tuple(examples["match"]), no_match=tuple(examples["no_match"]), where=where))
+            present=bool(entry.get("present", True)), negatable=bool(entry.get("negatable", True)), match=tuple(examples["match"]), no_match=tuple(examples["no_match"]), where=where))
     try:
         breaks = re.compile(data["sentence_breaks"])
     except re.error as exc:

@@ -77,6 +77,11 @@ def test_a_negated_composition_is_a_soft_no():
     assert x.absent_strength["s.loss_nan"] == pytest.approx(0.6)
 
 
+def test_a_negative_shaped_cue_is_not_a_negation():
+    x = extract({"description": "配置里开了 fp16，命令行又要 bf16，启动时提示两者不能同时开启"})
+    assert "lexicon.precision_conflict" in x.symptoms["s.fp16_and_bf16_enabled"].rules
+
+
 def test_an_exclusion_concept_stops_the_composition():
     x = extract({"description": "the script freezes most of the vision layers and trains the adapter"})
     assert "s.hang" not in x.symptoms
