@@ -29,6 +29,7 @@ MAX_HITS = 8  # hits per concept and span considered when pairing (bounds the se
 _COMPOSITION_KEYS = {"id", "title", "symptom", "all", "none", "window", "order", "span", "reliability", "present",
                      "negatable", "examples"}
 
+_GROUP = re.compile(r"\(\?P<[a-z_][a-z0-9_]*>")
 Negated = Callable[[str, int, dict[str, Any]], bool]
 
 
@@ -36,8 +37,11 @@ Negated = Callable[[str, int, dict[str, Any]], bool]
 class Concept:
     id: str
     terms: tuple[re.Pattern[str], ...]
+    any: re.Pattern[str] | None = None  # all terms in one pattern without fields: most lines hit no term
 
     def hits(self, text: str) -> list[tuple[int, int, dict[str, str]]]:
+        if self.any is not None and self.any.search(text) is None:
+            return []
         out = []
         for term in self.terms:
             for m in term.finditer(text):
@@ -79,6 +83,8 @@ class Lexicon:
     concepts: dict[str, Concept]
     compositions: tuple[Composition, ...]
     sentence_breaks: re.Pattern[str]
+    max_chars: int = 50_000  # the words of a report come first; a long paste is for the log rules
+    max_line_chars: int = 4_000
 
     def get(self, composition_id: str) -> Composition | None:
         return next((c for c in self.compositions if c.id == composition_id), None)
@@ -104,6 +110,8 @@ class Lexicon:
             return [h for h in found_in_line[cid] if start <= h[0] < end][:MAX_HITS]
 
         for comp in self.compositions:
+            if not all(found_in_line[c] for c in comp.concepts):
+                continue
             best: tuple[int, int, list[tuple[int, int, dict[str, str]]]] | None = None
             for start, end in spans[comp.span]:
                 if any(within(c, start, end) for c in comp.excluded):
@@ -158,6 +166,15 @@ def _term(text: str, lang: str) -> re.Pattern[str]:
     return re.compile(text, re.IGNORECASE)
 
 
+def _union(raw: dict[str, list[str]]) -> re.Pattern[str] | None:
+    """One pattern for every term of a concept (fields dropped, English boundaries written once)."""
+    parts = []
+    if raw["en"]:
+        parts.append(_term("|".join(f"(?:{_GROUP.sub('(?:', t)})" for t in raw["en"]), "en").pattern)
+    parts += [f"(?:{_GROUP.sub('(?:', t)})" for t in raw["zh"]]
+    return re.compile("|".join(parts), re.IGNORECASE) if parts else None
+
+
 def _load(path: Path) -> tuple[Lexicon | None, list[Problem]]:
     data, problems = load_file(path)
     file = display_path(path)
@@ -167,16 +184,18 @@ def _load(path: Path) -> tuple[Lexicon | None, list[Problem]]:
     concepts: dict[str, Concept] = {}
     for cid, entry in data["concepts"].items():
         terms = []
+        raw: dict[str, list[str]] = {"en": [], "zh": []}
         for lang in ("en", "zh"):
             for index, text in enumerate((entry or {}).get(lang) or []):
                 try:
                     terms.append(_term(str(text), lang))
+                    raw[lang].append(str(text))
                 except re.error as exc:
                     problems.append(Problem(file, line_of(data, ["concepts", cid, lang, index]),
                                             f"concept {cid}: term {text!r} does not compile: {exc}"))
         if not terms:
             problems.append(Problem(file, line_of(data, ["concepts", cid]), f"concept {cid} has no en or zh terms"))
-        concepts[cid] = Concept(cid, tuple(terms))
+        concepts[cid] = Concept(cid, tuple(terms), _union(raw))
     compositions: list[Composition] = []
     seen: set[str] = set()
     for index, entry in enumerate(data["compositions"]):
@@ -198,7 +217,9 @@ def _load(path: Path) -> tuple[Lexicon | None, list[Problem]]:
     except re.error as exc:
         problems.append(Problem(file, line_of(data, ["sentence_breaks"]), f"sentence_breaks does not compile: {exc}"))
         return None, problems
-    return Lexicon(concepts, tuple(compositions), breaks), problems
+    limits = data.get("limits") or {}
+    return Lexicon(concepts, tuple(compositions), breaks, int(limits.get("max_chars", 50_000)),
+                   int(limits.get("max_line_chars", 4_000))), problems
 
 
 def _check_composition(entry: Any, concepts: dict[str, Concept], seen: set[str]) -> list[str]:
@@ -237,7 +258,9 @@ def compose_description(text: str, cfg: dict[str, Any], negated: Negated, collec
                         said_no: set[str], seen: set[str]) -> None:
     """Observe every composed symptom of ``text`` (negated ones go to ``said_no``), line by line."""
     lexicon = load_lexicon()
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in enumerate(text[:lexicon.max_chars].splitlines(), 1):
+        if len(line) > lexicon.max_line_chars:
+            continue  # a pasted blob, not a sentence
         for hit in lexicon.compose(line, cfg, negated):
             sid = hit.composition.symptom
             if not hit.composition.present:

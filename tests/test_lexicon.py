@@ -117,3 +117,14 @@ def test_problems_in_the_lexicon_file_are_reported_with_their_line(tmp_path: Pat
     assert lexicon is not None and not lexicon.compositions
     with pytest.raises(KnowledgeError):
         load_lexicon.__wrapped__(bad)
+
+
+def test_the_composer_reads_the_words_at_the_top_and_skips_blobs():
+    lexicon = load_lexicon()
+    filler = "INFO step 10 done\n" * (lexicon.max_chars // 18 + 10)
+    x = extract({"description": "our run keeps freezing near step 40k\n" + filler + "the gpu memory keeps growing"})
+    assert "lexicon.hang_subject_verb" in x.symptoms["s.hang"].rules
+    late = x.symptoms.get("s.mem_allocated_rising")
+    assert late is None or not any(r.startswith("lexicon.") for r in late.rules)  # past max_chars
+    blob = extract({"description": "x" * lexicon.max_line_chars + " the loss turns into NaN"})
+    assert "s.loss_nan" not in blob.symptoms or "lexicon.loss_nan" not in blob.symptoms["s.loss_nan"].rules
