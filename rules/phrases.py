@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from rules.collect import Collector
+from rules.lexicon import compose_description
 from rules.matcher import cached_fingerprint, cached_matcher
 from rules.model import Extraction
 from rules.ruleset import RuleSet
@@ -68,6 +69,7 @@ def read_description(description: Any, rules: RuleSet, collector: Collector, set
             reliability = cfg["reliability"] if m.rule.reliability is None else m.rule.reliability
             collector.observe(sid, source=source, text=line.strip(), rule=m.rule.id, reliability=reliability,
                               fields=dict(m.groups), lineno=lineno)
+    compose_description(description[:MAX_DESCRIPTION_CHARS], cfg, _negated, collector, source, said_no, seen)
     for sid in said_no - seen - extraction.absent:
         extraction.absent.add(sid)  # a "no" read from words is soft: the parse may be wrong
         extraction.absent_strength[sid] = cfg["negated_reliability"]
