@@ -17,6 +17,8 @@ class Rule:
     kind: str  # log | phrase | marker
     pattern: str
     symptom: str | None = None
+    observation: str | None = None  # phrase rules: "x.EXPERIMENT=OUTCOME" the words report
+    reliability: float | None = None  # None: the engine's default for the rule's kind
     marker: str | None = None
     severity: str = "info"
     lang: str | None = None
@@ -42,7 +44,8 @@ class Rule:
         examples = data.get("examples") or {}
         return cls(
             id=data["id"], title=data["title"], kind=kind, pattern=data["pattern"],
-            symptom=data.get("symptom"), marker=data.get("marker"),
+            symptom=data.get("symptom"), observation=data.get("observation"), reliability=data.get("reliability"),
+            marker=data.get("marker"),
             severity=data.get("severity") or "info", lang=data.get("lang"),
             caseless=(kind == "phrase") if caseless is None else bool(caseless),
             fields=dict(data.get("fields") or {}), secondary=bool(data.get("secondary")),
