@@ -9,6 +9,7 @@ LABELS = {
         "looks": "The three looks", "first": "First error", "scope": "Scope", "phase": "Phase",
         "none": "none found", "causes": "Most likely root causes", "for": "for", "against": "against",
         "fix": "fix", "findings": "Config findings", "next": "Next isolation experiment",
+        "tried": "Already tried (read from the description)",
         "outcomes": "outcomes", "unexplained": "unexplained", "similar": "Similar past incidents",
         "warnings": "Warnings", "rank": "rank", "at": "at", "ruled": "Ruled out",
         "then": "then", "observe": "record with",
@@ -16,7 +17,7 @@ LABELS = {
     "zh": {
         "looks": "三看", "first": "第一个错误", "scope": "影响范围", "phase": "阶段", "none": "未发现",
         "causes": "最可能的根因", "for": "支持", "against": "反对", "fix": "修复", "findings": "配置检查",
-        "next": "下一步隔离实验", "outcomes": "可能结果", "unexplained": "无法解释",
+        "next": "下一步隔离实验", "tried": "已做过的实验（从描述中读出）", "outcomes": "可能结果", "unexplained": "无法解释",
         "similar": "相似的历史事故", "warnings": "警告", "rank": "rank", "at": "时间", "ruled": "已排除",
         "then": "则", "observe": "记录方式",
     },
@@ -71,6 +72,9 @@ def render_text(d: dict[str, Any], lang: str = "en") -> str:
     if d["config_findings"]:
         out += ["", f"{L['findings']}:"]
         out += [f"  [{f['severity']}] {f['key_path']}: {f['message']}" for f in d["config_findings"]]
+    if d.get("reported_experiments"):
+        out += ["", f"{L['tried']}:"]
+        out += [f"  {'' if r['happened'] else 'not '}{r['observe']}: {r['outcome_title']}" for r in d["reported_experiments"]]
     if d["next_experiments"]:
         e = d["next_experiments"][0]
         out += ["", f"{L['next']}: {e['title']} ({e['cost']})", f"  {e['why']}"]

@@ -16,7 +16,7 @@ from kb.errors import DsdoctorError
 from kb.inference import EvidenceState, Ranking, engine_settings, rank
 from kb.model import KnowledgeBase, Text
 from kb.planner import propose
-from rules.model import Extraction
+from rules.model import Extraction, ReportedOutcome
 
 #: how many evidence lines of each symptom a diagnosis carries
 LINES_PER_SYMPTOM = 5
@@ -100,7 +100,12 @@ def diagnose_extraction(
         state.present.pop(sid, None)
         state.absent_strength.pop(sid, None)  # a person's explicit "no" counts in full
     state.absent |= asked.absent
-    state.outcomes = asked.outcomes
+    # an explicit observation about an experiment wins over what the words said about it
+    told = {exp for exp, _, _ in asked.outcomes}
+    reported = [o for o in extraction.outcomes if o.experiment not in told and o.experiment in kb.experiments
+                and o.outcome in {x.id for x in kb.experiments[o.experiment].outcomes}]
+    state.outcomes = [(o.experiment, o.outcome, o.happened) for o in reported] + asked.outcomes
+    state.outcome_strength = {(o.experiment, o.outcome): o.reliability for o in reported}
     if description:
         from kb.retrieval import log_factors
 
@@ -133,6 +138,7 @@ def diagnose_extraction(
         ],
         "next_experiments": [_proposal(kb, p, lang) for p in proposals],
         "observations": dict(observations or {}),
+        "reported_experiments": [_reported(kb, o, lang) for o in reported],
         "similar_incidents": similar_items,
         "warnings": warnings + list(extraction.warnings),
         "stats": {"bytes": extraction.bytes_processed, "lines": extraction.lines_processed},
@@ -243,6 +249,16 @@ def _cause(kb, rc, extraction: Extraction, lang: str, site_counts) -> dict[str, 
         "prevention": _t(cause.prevention, lang),
         "references": list(cause.references),
     }
+
+
+def _reported(kb: KnowledgeBase, o: ReportedOutcome, lang: str) -> dict[str, Any]:
+    """An experiment the reporter already ran, as read from their words (the planner skips it)."""
+    experiment = kb.experiments[o.experiment]
+    titles = {x.id: _t(x.title, lang) for x in experiment.outcomes}
+    return {"observe": o.key, "experiment": o.experiment, "title": _t(experiment.title, lang),
+            "outcome": o.outcome, "outcome_title": titles.get(o.outcome, o.outcome), "happened": o.happened,
+            "reliability": round(o.reliability, 3), "rule": o.rule, "source": o.source, "lineno": o.lineno,
+            "text": o.text}
 
 
 def _where(extraction: Extraction, sid: str) -> str:

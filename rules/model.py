@@ -61,6 +61,24 @@ class FirstError:
 
 
 @dataclass
+class ReportedOutcome:
+    """An experiment the reporter says they already ran, read from their words (``x.EXPERIMENT=OUTCOME``)."""
+
+    experiment: str  # x.* id
+    outcome: str  # one of the experiment's outcome ids
+    happened: bool  # False when the words deny it ("turning off P2P did not help" for issue_gone)
+    reliability: float  # how far the words are trusted, in (0, 1]
+    rule: str  # the phrase rule that read it
+    text: str  # the line it was read from
+    source: str = "description"
+    lineno: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"{self.experiment}={self.outcome}"
+
+
+@dataclass
 class JobContext:
     """Facts that gate causes in or out (None = unknown)."""
 
@@ -89,6 +107,7 @@ class Extraction:
     nodes_seen: set[str] = field(default_factory=set)
     context: JobContext = field(default_factory=JobContext)
     config_findings: list[ConfigFinding] = field(default_factory=list)
+    outcomes: list[ReportedOutcome] = field(default_factory=list)  # experiments the reporter already ran
     warnings: list[str] = field(default_factory=list)  # e.g. unknown observation keys
     bytes_processed: int = 0
     lines_processed: int = 0

@@ -5,6 +5,11 @@ caseless by default. A match is soft evidence: the rule's own ``reliability`` wh
 identifier ~0.95, a vague word ~0.6), else the global one in rules/data/derive.yaml.
 A match negated in its own clause ("no OOM", "没有报错") records the symptom as absent with the
 strength ``negated_reliability`` (a soft "no": the parse of a sentence may be wrong).
+
+A rule with an ``observation`` (``x.EXPERIMENT=OUTCOME``) reports an experiment the person already
+ran ("with NCCL_P2P_DISABLE=1 it completes"); it becomes a :class:`~rules.model.ReportedOutcome` with
+the rule's ``reliability`` (default ``outcome_reliability``), and a negated match says the outcome did
+not happen, no stronger than ``negated_reliability``.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any
 from rules.collect import Collector
 from rules.lexicon import compose_description
 from rules.matcher import cached_fingerprint, cached_matcher
-from rules.model import Extraction
+from rules.model import Extraction, ReportedOutcome
 from rules.ruleset import RuleSet
 from rules.settings import Settings
 
@@ -41,6 +46,25 @@ def _negated(line: str, start: int, cfg: dict[str, Any]) -> bool:
     return any(word in words for word in cfg["negations"].get("en", []))
 
 
+def asserted(line: str, m: Any, cfg: dict[str, Any]) -> bool | None:
+    """Does the match state its rule (True), deny it (False), or straddle two clauses (None, ignored)?
+
+    Every phrase is denied by a negation shortly before it. An outcome phrase ("lowering the LR did not
+    help") spans the experiment and its result, so a negation inside the span denies it too, and a span
+    that runs across "but" (".. hangs with nccl but works with gloo") joins two statements and says neither.
+    """
+    if _negated(line, m.start, cfg):
+        return False
+    if not m.rule.observation:
+        return True
+    span = line[m.start:m.end]
+    if re.search(cfg["outcome_span_breaks"], span, re.IGNORECASE):
+        return None
+    words = set(re.findall(r"[a-z']+", span.lower()))
+    negations = cfg["outcome_span_negations"]
+    return not (words & set(negations.get("en", [])) or any(word in span for word in negations.get("zh", [])))
+
+
 def read_description(description: Any, rules: RuleSet, collector: Collector, settings: Settings,
                      extraction: Extraction, source: str = "description") -> None:
     """Match the phrase rules against a description; add symptoms (or known-absent ones)."""
@@ -59,17 +83,40 @@ def read_description(description: Any, rules: RuleSet, collector: Collector, set
     matcher = cached_matcher(cached_fingerprint(rules, phrase_rules), phrase_rules, utf8=True)
     said_no: set[str] = set()
     seen: set[str] = set()
+    outcomes: dict[str, ReportedOutcome] = {}
     for lineno, line in enumerate(description[:MAX_DESCRIPTION_CHARS].splitlines(), 1):
         for m in matcher.match_line(line):
-            sid = m.rule.symptom or ""
-            if _negated(line, m.start, cfg):
+            said = asserted(line, m, cfg)
+            if said is None:
+                continue
+            negated = not said
+            if m.rule.observation:
+                _record_outcome(outcomes, m.rule, said, line, lineno, source, cfg)
+            if not m.rule.symptom:
+                continue
+            sid = m.rule.symptom
+            reliability = cfg["reliability"] if m.rule.reliability is None else m.rule.reliability
+            if negated:
                 said_no.add(sid)
                 continue
             seen.add(sid)
-            reliability = cfg["reliability"] if m.rule.reliability is None else m.rule.reliability
             collector.observe(sid, source=source, text=line.strip(), rule=m.rule.id, reliability=reliability,
                               fields=dict(m.groups), lineno=lineno)
     compose_description(description[:MAX_DESCRIPTION_CHARS], cfg, _negated, collector, source, said_no, seen)
     for sid in said_no - seen - extraction.absent:
         extraction.absent.add(sid)  # a "no" read from words is soft: the parse may be wrong
         extraction.absent_strength[sid] = cfg["negated_reliability"]
+    extraction.outcomes.extend(outcomes.values())
+
+
+def _record_outcome(found: dict[str, ReportedOutcome], rule: Any, happened: bool, line: str, lineno: int,
+                    source: str, cfg: dict[str, Any]) -> None:
+    """Keep one reported outcome per experiment=outcome: a plain statement beats a denied one, then the surer."""
+    experiment, outcome = rule.observation.split("=", 1)
+    reliability = rule.reliability or cfg["outcome_reliability"]
+    if not happened:
+        reliability = min(reliability, cfg["negated_reliability"])
+    new = ReportedOutcome(experiment, outcome, happened, reliability, rule.id, line.strip()[:500], source, lineno)
+    old = found.get(new.key)
+    if old is None or (new.happened, new.reliability) > (old.happened, old.reliability):
+        found[new.key] = new

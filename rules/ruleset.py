@@ -17,6 +17,7 @@ class Rule:
     kind: str  # log | phrase | marker
     pattern: str
     symptom: str | None = None
+    observation: str | None = None  # phrase rules: "x.EXPERIMENT=OUTCOME" the words report
     marker: str | None = None
     severity: str = "info"
     lang: str | None = None
@@ -43,7 +44,8 @@ class Rule:
         examples = data.get("examples") or {}
         return cls(
             id=data["id"], title=data["title"], kind=kind, pattern=data["pattern"],
-            symptom=data.get("symptom"), marker=data.get("marker"),
+            symptom=data.get("symptom"), observation=data.get("observation"),
+            marker=data.get("marker"),
             severity=data.get("severity") or "info", lang=data.get("lang"),
             caseless=(kind == "phrase") if caseless is None else bool(caseless),
             reliability=data.get("reliability"),

@@ -42,6 +42,7 @@ _SHAPES: dict[str, dict[str, Any]] = {
         "phase": {"first_step_max_steps": int, "steady_min_steps": int, "oom_after_many_steps": int},
         "symptom_phases": dict, "derived_only": list, "multi_node_only": list,
         "phrases": {"reliability": NUMBER, "pasted_reliability": NUMBER, "negated_reliability": NUMBER,
+                    "outcome_reliability": NUMBER, "outcome_span_negations": dict, "outcome_span_breaks": str,
                     "negation_window_chars": int, "negations": dict, "clause_breaks": str},
         "scope": {"min_known_ranks_for_global": int, "global_by_nature": list, "anomalies": list},
         "error_lines": {"ignored_facts": list, "ignored_markers": list},

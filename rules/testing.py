@@ -4,8 +4,8 @@ A ``match`` example must be hit by Hyperscan and confirmed by RE2 with the liste
 (captured values converted to their types; numbers compare with a relative tolerance of 1e-6,
 ``nan`` equals ``nan``). A ``no_match`` example must not match. ``todo_match`` examples are known
 misses: they are run and reported, never counted as failures. Phrase rules are tested the way
-descriptions are read, negation included; so are the paraphrases of the lexicon's compositions
-(rules/data/lexicon.yaml).
+descriptions are read, negation included (an outcome phrase denied in its own words does not match);
+so are the paraphrases of the lexicon's compositions (rules/data/lexicon.yaml).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from rules.context import parse_prefix
 from rules.lexicon import Composition, Lexicon, load_lexicon
 from rules.matcher import LineMatcher, cached_matcher
-from rules.phrases import _negated
+from rules.phrases import _negated, asserted
 from rules.ruleset import Rule, RuleSet
 from rules.settings import Settings, load_settings
 from rules.units import convert, parse_float
@@ -60,7 +60,7 @@ class ExampleRunner:
         if rule.kind == "phrase":
             cfg = self.settings.derive["phrases"]
             for m in self.phrases.match_line(line):
-                if m.rule.id == rule.id and not _negated(line, m.start, cfg):
+                if m.rule.id == rule.id and asserted(line, m, cfg):
                     return {k: convert(v, rule.fields.get(k, "str")) for k, v in m.groups.items()}
             return None
         data = line.encode("utf-8")

@@ -46,8 +46,8 @@ def test_unknown_field_is_reported_with_its_line(tmp_path: Path) -> None:
     text = GOOD.replace("    severity: error\n", "    severity: error\n    colour: red\n")
     found = problems(tmp_path, text)
     assert len(found) == 1
-    assert found[0].endswith("unknown field 'colour'; allowed: id, title, kind, marker, symptom, severity, lang, "
-                             "pattern, caseless, reliability, fields, secondary, references, examples")
+    assert found[0].endswith("unknown field 'colour'; allowed: id, title, kind, marker, symptom, observation, severity, "
+                             "lang, pattern, caseless, reliability, fields, secondary, references, examples")
     assert ":7:" in found[0]
 
 
