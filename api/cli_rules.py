@@ -103,12 +103,14 @@ def test_command(rule_id: str | None, dirs: tuple[Path, ...]) -> None:
     ruleset, problems = _ruleset(dirs)
     for problem in problems:
         click.echo(str(problem), err=True)
-    if rule_id and ruleset.get(rule_id) is None:
+    from rules.lexicon import load_lexicon
+
+    if rule_id and ruleset.get(rule_id) is None and load_lexicon().get(rule_id) is None:
         from difflib import get_close_matches
 
         close = get_close_matches(rule_id, [r.id for r in ruleset.rules], n=3)
         raise DsdoctorError(f"unknown rule {rule_id!r}" + (f"; did you mean {', '.join(close)}?" if close else ""))
-    results = ExampleRunner(ruleset).run(rule_id)
+    results = ExampleRunner(ruleset, lexicon=None if dirs else load_lexicon()).run(rule_id)
     failed = [r for r in results if not r.ok]
     for r in failed:
         click.echo(f"{r.where}: {r.rule} [{r.kind}] {r.message}: {r.line[:200]!r}")
