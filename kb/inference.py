@@ -62,6 +62,7 @@ class EvidenceState:
     outcome_strength: dict[tuple[str, str], float] = field(default_factory=dict)  # below 1: read from words
     context: JobContext = field(default_factory=JobContext)
     phase: str = "unknown"
+    phase_from_words: bool = False  # the phase was read from a description, not from the logs
     text_factors: dict[str, float] = field(default_factory=dict)  # cause -> soft log-ratio of the words (kb/retrieval.py)
 
     @classmethod
@@ -78,9 +79,11 @@ class EvidenceState:
                 reliability = min(reliability, settings["secondary_reliability"])
             present[sid] = max(present.get(sid, 0.0), reliability)
         phase = extraction.phase
+        phase_from_words = False
         if phase in ("unknown", "", None):  # no phase in the logs: take it from a person's words
             told = [name for name, sid in PHASE_SYMPTOMS.items() if sid in present]
             phase = told[0] if len(told) == 1 else "unknown"
+            phase_from_words = phase != "unknown"
         outcomes = [(o.experiment, o.outcome, o.happened) for o in extraction.outcomes]
         strength = {(o.experiment, o.outcome): o.reliability for o in extraction.outcomes}
         return cls(
@@ -92,6 +95,7 @@ class EvidenceState:
             supplied=set(extraction.supplied_sources) | {"derived"},
             context=extraction.context,
             phase=phase,
+            phase_from_words=phase_from_words,
         )
 
 
@@ -252,7 +256,7 @@ def _cause_log_ratio(
 # ---------------------------------------------------------------- priors and context
 
 
-def gate(cause: Cause, context: JobContext, phase: str) -> tuple[float, str | None]:
+def gate(cause: Cause, context: JobContext, phase: str, from_words: bool = False) -> tuple[float, str | None]:
     """Context factor for a cause: 0 with the reason when it cannot apply, a soft factor otherwise."""
     ctx = cause.context
     if ctx.precision and context.precision and context.precision not in ctx.precision:
@@ -266,7 +270,8 @@ def gate(cause: Cause, context: JobContext, phase: str) -> tuple[float, str | No
     if ctx.min_world_size and context.world_size is not None and context.world_size < ctx.min_world_size:
         return 0.0, f"needs at least {ctx.min_world_size} ranks; the job ran {context.world_size}"
     if ctx.phases and phase not in ("unknown", "", None) and phase not in ctx.phases:
-        return engine_settings()["phase_mismatch_factor"], f"usually shows at {', '.join(ctx.phases)}, not {phase}"
+        key = "phase_mismatch_factor_words" if from_words else "phase_mismatch_factor"
+        return engine_settings()[key], f"usually shows at {', '.join(ctx.phases)}, not {phase}"
     return 1.0, None
 
 
@@ -292,8 +297,9 @@ def rank(kb: KnowledgeBase, ev: EvidenceState, site_counts: dict[str, int] | Non
     evidence = _evidence_symptoms(kb, ev)
     ctx = ev.context
     key = ("rank", tuple(sorted(evidence.items())), tuple(sorted((site_counts or {}).items())), ev.phase,
-           tuple(ev.outcomes), tuple(sorted(ev.outcome_strength.items())), (ctx.precision, ctx.zero_stage, ctx.offload, ctx.nodes, ctx.world_size, ctx.gpu,
-                                tuple(sorted(ctx.versions.items()))), explain_top, tuple(sorted(settings.items())),
+           tuple(ev.outcomes), tuple(sorted(ev.outcome_strength.items())), ev.phase_from_words,
+           (ctx.precision, ctx.zero_stage, ctx.offload, ctx.nodes, ctx.world_size, ctx.gpu,
+            tuple(sorted(ctx.versions.items()))), explain_top, tuple(sorted(settings.items())),
            tuple(sorted(ev.text_factors.items())))
     found = memo(kb.cache, "ranking_memo", RANKING_MEMO_SIZE).get_or_compute(
         key, lambda: _rank(kb, ev, evidence, site_counts, explain_top))
@@ -318,7 +324,7 @@ def _rank(kb: KnowledgeBase, ev: EvidenceState, evidence: dict[str, tuple[str, f
     for cid, cause in kb.causes.items():
         if getattr(cause, "status", "active") != "active":
             continue
-        factor, reason = gate(cause, ev.context, ev.phase)
+        factor, reason = gate(cause, ev.context, ev.phase, ev.phase_from_words)
         if factor == 0.0 or priors[cid] <= 0.0:
             ruled_out.append((cid, reason or "prior is zero"))
             continue
