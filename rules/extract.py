@@ -614,8 +614,9 @@ def extract(evidence: dict[str, Any] | None, *, log_files: Sequence[tuple[str, P
 
     extraction = Extraction(warnings=ex.warnings)
     collector = ex.collector
-    extraction.bytes_processed = sum(s.bytes for s in collector.sources)
-    extraction.lines_processed = sum(s.lines for s in collector.sources)
+    logs_read = [s for s in collector.sources if s.hint.kind != "description"]  # the prose is no log
+    extraction.bytes_processed = sum(s.bytes for s in logs_read)
+    extraction.lines_processed = sum(s.lines for s in logs_read)
     for src in collector.sources:
         if src.bytes == 0 or src.hint.kind == "description":
             continue

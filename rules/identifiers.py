@@ -22,7 +22,6 @@ from kb.schema import Number, StrictSchema, String
 from kb.schema import _flatten as flatten_errors
 from kb.yamlload import display_path, line_of, load_file
 from rules.ruleset import Rule
-from rules.schema import validate_rule
 
 FILE_NAME = "identifiers.yaml"
 RULE_PREFIX = "ident."
@@ -89,6 +88,8 @@ def compile_vocabulary(path: Path, problems: list[Problem]) -> list[Rule]:
         if bool(entry["names"]) == bool(entry["pattern"]):
             problems.append(Problem(file, where, f"identifier {entry['id']!r}: give either 'names' or 'pattern'"))
             continue
+        from rules.schema import validate_rule  # marshmallow: only when the vocabulary is compiled
+
         valid, issues = validate_rule(_rule_data(entry, float(default)))
         for sub, message in issues:
             problems.append(Problem(file, line_of(entries, [index, *sub]), f"identifier {entry['id']!r}: {message}"))

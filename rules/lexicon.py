@@ -22,7 +22,7 @@ from typing import Any
 
 from kb.errors import KnowledgeError, Problem
 from kb.yamlload import display_path, line_of, load_file
-from rules.schema import RULE_ID, SYMPTOM_ID
+from rules.ids import RULE_ID, SYMPTOM_ID
 
 LEXICON_FILE = Path(__file__).resolve().parent / "data" / "lexicon.yaml"
 MAX_HITS = 8  # hits per concept and span considered when pairing (bounds the search)

@@ -25,8 +25,6 @@ import re2
 from kb import snapshot
 from kb.errors import KnowledgeError, Problem
 from kb.yamlload import display_path, line_of, load_file
-from rules.identifiers import FILE_NAME as VOCABULARY_FILE
-from rules.identifiers import compile_vocabulary
 from rules.matcher import cached_matcher, compile_hyperscan, compile_re2
 from rules.ruleset import Rule, RuleSet
 
@@ -116,6 +114,9 @@ def load_rules_with_problems(dirs: Sequence[Path] | None = None, *, compile_chec
     rules: list[Rule] = []
     for path in rule_files(dirs or [DATA_DIR]):
         rules.extend(_load_file(path, problems))
+    from rules.identifiers import FILE_NAME as VOCABULARY_FILE  # marshmallow: only when files are parsed
+    from rules.identifiers import compile_vocabulary
+
     for d in dirs or [DATA_DIR]:  # the vocabulary of identifiers, compiled into phrase rules
         vocabulary = Path(d) / VOCABULARY_FILE
         if Path(d).is_dir() and vocabulary.is_file():

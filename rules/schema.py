@@ -25,6 +25,7 @@ from marshmallow import fields as mf
 
 from kb.schema import Boolean, Number, StrictSchema, String
 from kb.schema import _flatten as flatten_errors  # one message style for every data file
+from rules.ids import FIELD_NAME, OBSERVATION_KEY, RULE_ID, SYMPTOM_ID
 from rules.units import FIELD_TYPES
 
 KINDS = ("log", "phrase", "marker")
@@ -46,10 +47,6 @@ MARKERS = (
     "version",  # a printed library version: nccl_version / torch_version / ... fields
     "source_dmesg", "source_nvidia_smi",  # content that shows which kind of source a text is
 )
-RULE_ID = r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$"
-SYMPTOM_ID = r"^s\.[a-z0-9_]+$"
-OBSERVATION_KEY = r"^x\.[a-z0-9_]+=[a-z0-9_]+$"
-FIELD_NAME = r"^[a-z][a-z0-9_]*$"
 
 Issue = tuple[tuple[Any, ...], str]
 
