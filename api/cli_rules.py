@@ -56,18 +56,14 @@ def use_disk_cache() -> None:
     dictionary go to the user cache directory, so the next command starts fast (the server keeps its
     own under DSDOCTOR_HOME)."""
     from api.settings import cli_cache_dir
-    from kb import snapshot
+    from kb import jieba_cache, snapshot
     from rules.matcher import configure_disk_cache
 
     cache = cli_cache_dir()
     with contextlib.suppress(OSError):
         configure_disk_cache(cache / "rules")
         snapshot.configure(cache)
-    # only when already loaded: importing the analyzer loads Whoosh, which a diagnosis without an
-    # incident store never needs (an IncidentStore configures its own cache when it opens)
-    analyzer = sys.modules.get("kb.incidents.analyzer")
-    if analyzer is not None:
-        analyzer.configure(cache)
+    jieba_cache.configure(cache)
 
 
 def _ruleset(dirs: tuple[Path, ...]) -> tuple[Any, list[Any]]:
@@ -107,12 +103,14 @@ def test_command(rule_id: str | None, dirs: tuple[Path, ...]) -> None:
     ruleset, problems = _ruleset(dirs)
     for problem in problems:
         click.echo(str(problem), err=True)
-    if rule_id and ruleset.get(rule_id) is None:
+    from rules.lexicon import load_lexicon
+
+    if rule_id and ruleset.get(rule_id) is None and load_lexicon().get(rule_id) is None:
         from difflib import get_close_matches
 
         close = get_close_matches(rule_id, [r.id for r in ruleset.rules], n=3)
         raise DsdoctorError(f"unknown rule {rule_id!r}" + (f"; did you mean {', '.join(close)}?" if close else ""))
-    results = ExampleRunner(ruleset).run(rule_id)
+    results = ExampleRunner(ruleset, lexicon=None if dirs else load_lexicon()).run(rule_id)
     failed = [r for r in results if not r.ok]
     for r in failed:
         click.echo(f"{r.where}: {r.rule} [{r.kind}] {r.message}: {r.line[:200]!r}")

@@ -10,6 +10,7 @@ LABELS = {
         "looks": "The three looks", "first": "First error", "scope": "Scope", "phase": "Phase",
         "none": "none found", "causes": "Most likely root causes", "for": "for", "against": "against",
         "fix": "fix", "findings": "Config findings", "next": "Next isolation experiment",
+        "tried": "Already tried (read from the description)",
         "outcomes": "outcomes", "unexplained": "unexplained", "similar": "Similar past incidents",
         "warnings": "Warnings", "rank": "rank", "at": "at", "ruled": "Ruled out",
         "then": "then", "observe": "record with", "next_step": "Next step", "regression": "regression check",
@@ -19,7 +20,7 @@ LABELS = {
     "zh": {
         "looks": "三看", "first": "第一个错误", "scope": "影响范围", "phase": "阶段", "none": "未发现",
         "causes": "最可能的根因", "for": "支持", "against": "反对", "fix": "修复", "findings": "配置检查",
-        "next": "下一步隔离实验", "outcomes": "可能结果", "unexplained": "无法解释",
+        "next": "下一步隔离实验", "tried": "已做过的实验（从描述中读出）", "outcomes": "可能结果", "unexplained": "无法解释",
         "similar": "相似的历史事故", "warnings": "警告", "rank": "rank", "at": "时间", "ruled": "已排除",
         "then": "则", "observe": "记录方式", "next_step": "下一步", "regression": "回归检查",
         "no_experiment": "没有信息增益高于下限的实验", "settled": "证据已给出结果：",
@@ -133,6 +134,9 @@ def render_text(d: dict[str, Any], lang: str = "en", *, stored: bool = True) -> 
     if d["config_findings"]:
         out += ["", f"{L['findings']}:"]
         out += [f"  [{f['severity']}] {f['key_path']}: {f['message']}" for f in d["config_findings"]]
+    if d.get("reported_experiments"):
+        out += ["", f"{L['tried']}:"]
+        out += [f"  {'' if r['happened'] else 'not '}{r['observe']}: {r['outcome_title']}" for r in d["reported_experiments"]]
     step = d.get("next_step")
     if step:
         out += ["", f"{L['next_step']}: {step['title']}"]

@@ -319,7 +319,7 @@ class _Open(Schema):
 
 
 class SummarySchema(_Open):
-    verdict = fields.String(metadata={"description": "confident | uncertain | unexplained"})
+    verdict = fields.String(metadata={"description": "confident | uncertain | unexplained | no_fault_found"})
     text = fields.String()
 
 

@@ -146,6 +146,21 @@ def _bears_on(kb, experiment_id: str, label: str) -> bool:
     return exp is not None and any(catalog_cause(kb, c) == label for c in exp.expects)
 
 
+def first_step(kb, diagnosis: dict[str, Any], label: str) -> tuple[str | None, bool]:
+    """The answer's first step and whether it bears on the labelled cause: the first proposed
+    experiment (it lists the label among the causes it separates), or, once the leading cause is
+    above the confidence threshold, that cause's fix (it bears when that cause is the label)."""
+    from kb.diagnosis import catalog_cause
+
+    proposals = diagnosis["next_experiments"]
+    if proposals:
+        return proposals[0]["id"], _bears_on(kb, proposals[0]["id"], label)
+    step = diagnosis.get("next_step") or {}
+    if step.get("cause"):
+        return f"fix:{step['cause']}", catalog_cause(kb, step["cause"]) == label
+    return None, False
+
+
 def _predicted_outcome(kb, experiment_id: str, label: str) -> str:
     """The knowledge base's most likely outcome of an experiment under the labelled cause."""
     from kb.diagnosis import catalog_cause
@@ -166,10 +181,7 @@ def evaluate(cases: list[Case], kb, loop: bool = True) -> list[Outcome]:
         diagnosis = diagnose(evidence, kb=kb, top=10, lang="zh" if case.language == "zh" else "en")
         ranked = _catalog_probabilities(kb, diagnosis)
         result = Outcome(case, [c for c, _ in ranked], ranked[0][1] if ranked else 0.0)
-        proposals = diagnosis["next_experiments"]
-        if proposals:
-            result.first_experiment = proposals[0]["id"]
-            result.first_bears = _bears_on(kb, proposals[0]["id"], case.label)
+        result.first_experiment, result.first_bears = first_step(kb, diagnosis, case.label)
         if loop:
             result.loop_confident = _closed_loop(kb, evidence, diagnosis, case.label)
         out.append(result)
@@ -312,7 +324,14 @@ def main() -> None:
         print(json.dumps(record_first_contact(args.record_first_contact, rows), indent=1))
         return
     started = time.perf_counter()
-    rows = evaluate(load_cases(CORPUS_DIR, args.batch), kb, loop=not args.no_loop)
+    cases = load_cases(CORPUS_DIR, args.batch)
+    recorded = {r["batch"] for r in read_first_contact()}
+    unscored = sorted({c.batch for c in cases if c.batch is not None and c.batch not in recorded})
+    if unscored and args.batch is None:  # a new batch is seen first by its first-contact run, nothing else
+        print(f"   batch(es) {unscored} have no first-contact row yet: left out (score them with "
+              f"--record-first-contact N before anything else reads them)")
+        cases = [c for c in cases if c.batch is None or c.batch in recorded]
+    rows = evaluate(cases, kb, loop=not args.no_loop)
     if args.verbose:
         for r in rows:
             if not r.top1:

@@ -17,7 +17,7 @@ from kb.errors import DsdoctorError
 from kb.inference import EvidenceState, Ranking, engine_settings, rank
 from kb.model import KnowledgeBase, Text
 from kb.planner import plan
-from rules.model import Extraction
+from rules.model import Extraction, ReportedOutcome
 
 #: how many evidence lines of each symptom a diagnosis carries
 LINES_PER_SYMPTOM = 5
@@ -107,8 +107,18 @@ def diagnose_extraction(
     state.present.update(asked.present)
     for sid in asked.absent:
         state.present.pop(sid, None)
+        state.absent_strength.pop(sid, None)  # a person's explicit "no" counts in full
     state.absent |= asked.absent
-    state.outcomes = asked.outcomes
+    # an explicit observation about an experiment wins over what the words said about it
+    told = {exp for exp, _, _ in asked.outcomes}
+    reported = [o for o in extraction.outcomes if o.experiment not in told and o.experiment in kb.experiments
+                and o.outcome in {x.id for x in kb.experiments[o.experiment].outcomes}]
+    state.outcomes = [(o.experiment, o.outcome, o.happened) for o in reported] + asked.outcomes
+    state.outcome_strength = {(o.experiment, o.outcome): o.reliability for o in reported}
+    if description:
+        from kb.retrieval import log_factors
+
+        state.text_factors = log_factors(kb, description, engine_settings()["text_weight"])
     unknown = sorted(s for s in state.present if s not in kb.symptoms)
     warnings += [f"rules asserted a symptom the knowledge base lacks: {s}" for s in unknown]
 
@@ -118,16 +128,14 @@ def diagnose_extraction(
     observed_ids = sorted(s for s in state.present if s in kb.symptoms)
     similar_items: list[dict[str, Any]] = []
     if similar:
-        # imported here: kb.incidents pulls in SQLite, Whoosh and the record schemas, which a
-        # diagnosis without an incident store never needs
-        from kb.incidents.similar import for_diagnosis
+        from kb.incidents.similar import for_diagnosis  # the index's modules; only when a store answers
 
         similar_items = for_diagnosis(similar(observed_ids, description), observed_ids, _mechanisms_of(kb))
     return {
         "id": diagnosis_id or new_id(),
         "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "lang": lang,
-        "summary": _summary(kb, ranking, lang, bool(steps.proposals)),
+        "summary": _summary(kb, ranking, lang, bool(steps.proposals), shows_a_fault(kb, state)),
         "causes": [_cause(kb, rc, extraction, lang, site_counts) for rc in ranking.causes[:top]],
         "unexplained": round(ranking.unexplained, 4),
         "ruled_out": [{"id": cid, "reason": reason} for cid, reason in ranking.ruled_out],
@@ -147,6 +155,7 @@ def diagnose_extraction(
         "settled_experiments": [{"id": x.experiment, "outcome": x.outcome, "by": x.symptom,
                                  "observe": f"{x.experiment}={x.outcome}"} for x in steps.settled],
         "observations": dict(observations or {}),
+        "reported_experiments": [_reported(kb, o, lang) for o in reported],
         "similar_incidents": similar_items,
         "warnings": warnings + list(extraction.warnings),
         "stats": {"bytes": extraction.bytes_processed, "lines": extraction.lines_processed},
@@ -160,10 +169,34 @@ def _t(text: Text | None, lang: str) -> str:
     return text.get(lang) if text else ""
 
 
-def _summary(kb: KnowledgeBase, ranking: Ranking, lang: str, experiments_left: bool = True) -> dict[str, Any]:
+#: what to send when the evidence shows no fault: the sources that locate most failures
+NEXT_EVIDENCE = Text(
+    en="the log of the first failing rank from its start to its end (not only the last lines), the launcher's "
+       "output, dmesg and `nvidia-smi -q` of the failing node, the ds_config, and a sentence on what went wrong "
+       "(hang, crash, NaN, slow, OOM) and when",
+    zh="最先出错的 rank 从启动到结束的完整日志（不只是最后几行）、启动器输出、出错节点的 dmesg 与 `nvidia-smi -q`、"
+       "ds_config，以及一句话说明出了什么问题（卡住、崩溃、NaN、变慢、OOM）和发生的时间",
+)
+
+
+def shows_a_fault(kb: KnowledgeBase, state: EvidenceState) -> bool:
+    """Does the evidence say anything is wrong: a symptom above info level, an experiment's outcome,
+    a "no" from a person, or words the knowledge base's texts recognise?"""
+    return bool(state.outcomes or state.absent or state.text_factors or any(
+        sid in kb.symptoms and kb.symptoms[sid].severity != "info" for sid in state.present))
+
+
+def _summary(kb: KnowledgeBase, ranking: Ranking, lang: str, experiments_left: bool = True,
+             faulty: bool = True) -> dict[str, Any]:
     settings = engine_settings()
     best = ranking.causes[0] if ranking.causes else None
-    if ranking.unexplained >= settings["unexplained_dominates"] or best is None:
+    if not faulty:
+        verdict = "no_fault_found"
+        text = {
+            "en": f"No fault found in what was supplied: no error line, no anomaly, nothing described. Send {NEXT_EVIDENCE.en}.",
+            "zh": f"所提供的材料中没有发现故障：没有报错行、没有异常、也没有文字描述。请补充{NEXT_EVIDENCE.zh}。",
+        }
+    elif ranking.unexplained >= settings["unexplained_dominates"] or best is None:
         verdict = "unexplained"
         text = {
             "en": f"No modelled root cause explains this evidence well ({ranking.unexplained:.0%} unexplained); "
@@ -241,6 +274,16 @@ def _cause(kb, rc, extraction: Extraction, lang: str, site_counts) -> dict[str, 
         "prevention": _t(cause.prevention, lang),
         "references": list(cause.references),
     }
+
+
+def _reported(kb: KnowledgeBase, o: ReportedOutcome, lang: str) -> dict[str, Any]:
+    """An experiment the reporter already ran, as read from their words (the planner skips it)."""
+    experiment = kb.experiments[o.experiment]
+    titles = {x.id: _t(x.title, lang) for x in experiment.outcomes}
+    return {"observe": o.key, "experiment": o.experiment, "title": _t(experiment.title, lang),
+            "outcome": o.outcome, "outcome_title": titles.get(o.outcome, o.outcome), "happened": o.happened,
+            "reliability": round(o.reliability, 3), "rule": o.rule, "source": o.source, "lineno": o.lineno,
+            "text": o.text}
 
 
 def _where(extraction: Extraction, sid: str) -> str:

@@ -12,6 +12,10 @@ symptom appears only through its leak. Evidence per symptom:
 * known absent (a person or an experiment said no): 1 - P(s|z)
 * not seen, although its source was supplied: 1 - a * P(s|z), a = absent_reliability * absence_scale
 
+An experiment outcome o counts P(o|c) against its default, or 1 - P(o|c) when it did not happen. One
+read from a person's words ("with NCCL_P2P_DISABLE=1 it works") has a strength r < 1 and counts like a
+soft symptom: r * P(o|c) + (1 - r), i.e. with probability 1 - r the words say nothing.
+
 The posterior is prior x likelihood, normalised over the causes and c0. Each symptom's weight for
 a cause is its log-likelihood ratio against c0, which is what the explanation shows.
 """
@@ -52,10 +56,14 @@ class EvidenceState:
 
     present: dict[str, float] = field(default_factory=dict)  # symptom -> reliability in (0, 1]
     absent: set[str] = field(default_factory=set)  # symptoms known absent
+    absent_strength: dict[str, float] = field(default_factory=dict)  # strength of a soft "no" (default 1)
     supplied: set[str] = field(default_factory=set)  # evidence sources that were supplied
     outcomes: list[tuple[str, str, bool]] = field(default_factory=list)  # (experiment, outcome, happened)
+    outcome_strength: dict[tuple[str, str], float] = field(default_factory=dict)  # below 1: read from words
     context: JobContext = field(default_factory=JobContext)
     phase: str = "unknown"
+    phase_from_words: bool = False  # the phase was read from a description, not from the logs
+    text_factors: dict[str, float] = field(default_factory=dict)  # cause -> soft log-ratio of the words (kb/retrieval.py)
 
     @classmethod
     def from_extraction(cls, extraction: Extraction) -> EvidenceState:
@@ -71,15 +79,23 @@ class EvidenceState:
                 reliability = min(reliability, settings["secondary_reliability"])
             present[sid] = max(present.get(sid, 0.0), reliability)
         phase = extraction.phase
+        phase_from_words = False
         if phase in ("unknown", "", None):  # no phase in the logs: take it from a person's words
             told = [name for name, sid in PHASE_SYMPTOMS.items() if sid in present]
             phase = told[0] if len(told) == 1 else "unknown"
+            phase_from_words = phase != "unknown"
+        outcomes = [(o.experiment, o.outcome, o.happened) for o in extraction.outcomes]
+        strength = {(o.experiment, o.outcome): o.reliability for o in extraction.outcomes}
         return cls(
             present=present,
+            outcomes=outcomes,
+            outcome_strength=strength,
             absent=set(extraction.absent) - set(present),
+            absent_strength=dict(extraction.absent_strength),
             supplied=set(extraction.supplied_sources) | {"derived"},
             context=extraction.context,
             phase=phase,
+            phase_from_words=phase_from_words,
         )
 
 
@@ -171,7 +187,7 @@ def _evidence_symptoms(kb: KnowledgeBase, ev: EvidenceState) -> dict[str, tuple[
         if sid in ev.present:
             out[sid] = ("present", ev.present[sid])
         elif sid in ev.absent:
-            out[sid] = ("absent", 1.0)
+            out[sid] = ("absent", ev.absent_strength.get(sid, 1.0))
         elif symptom.source in ev.supplied and symptom.absent_reliability > 0:
             out[sid] = ("unseen", symptom.absent_reliability * scale)
     return out
@@ -240,7 +256,7 @@ def _cause_log_ratio(
 # ---------------------------------------------------------------- priors and context
 
 
-def gate(cause: Cause, context: JobContext, phase: str) -> tuple[float, str | None]:
+def gate(cause: Cause, context: JobContext, phase: str, from_words: bool = False) -> tuple[float, str | None]:
     """Context factor for a cause: 0 with the reason when it cannot apply, a soft factor otherwise."""
     ctx = cause.context
     if ctx.precision and context.precision and context.precision not in ctx.precision:
@@ -254,13 +270,16 @@ def gate(cause: Cause, context: JobContext, phase: str) -> tuple[float, str | No
     if ctx.min_world_size and context.world_size is not None and context.world_size < ctx.min_world_size:
         return 0.0, f"needs at least {ctx.min_world_size} ranks; the job ran {context.world_size}"
     if ctx.phases and phase not in ("unknown", "", None) and phase not in ctx.phases:
-        return engine_settings()["phase_mismatch_factor"], f"usually shows at {', '.join(ctx.phases)}, not {phase}"
+        key = "phase_mismatch_factor_words" if from_words else "phase_mismatch_factor"
+        return engine_settings()[key], f"usually shows at {', '.join(ctx.phases)}, not {phase}"
     return 1.0, None
 
 
 def site_priors(kb: KnowledgeBase, site_counts: dict[str, int] | None) -> dict[str, float]:
     """Knowledge-base priors updated with this site's confirmed incidents (Dirichlet posterior mean)."""
-    base = {cid: c.prior for cid, c in kb.causes.items()}
+    # the knowledge base's priors are mostly estimates: ``prior_temper`` < 1 narrows their spread
+    temper = engine_settings().get("prior_temper", 1.0)
+    base = {cid: c.prior ** temper for cid, c in kb.causes.items()}
     total = sum(base.values()) or 1.0
     counts = {cid: n for cid, n in (site_counts or {}).items() if cid in base and n > 0}
     strength = engine_settings()["site_prior_strength"]
@@ -278,8 +297,10 @@ def rank(kb: KnowledgeBase, ev: EvidenceState, site_counts: dict[str, int] | Non
     evidence = _evidence_symptoms(kb, ev)
     ctx = ev.context
     key = ("rank", tuple(sorted(evidence.items())), tuple(sorted((site_counts or {}).items())), ev.phase,
-           tuple(ev.outcomes), (ctx.precision, ctx.zero_stage, ctx.offload, ctx.nodes, ctx.world_size, ctx.gpu,
-                                tuple(sorted(ctx.versions.items()))), explain_top, tuple(sorted(settings.items())))
+           tuple(ev.outcomes), tuple(sorted(ev.outcome_strength.items())), ev.phase_from_words,
+           (ctx.precision, ctx.zero_stage, ctx.offload, ctx.nodes, ctx.world_size, ctx.gpu,
+            tuple(sorted(ctx.versions.items()))), explain_top, tuple(sorted(settings.items())),
+           tuple(sorted(ev.text_factors.items())))
     found = memo(kb.cache, "ranking_memo", RANKING_MEMO_SIZE).get_or_compute(
         key, lambda: _rank(kb, ev, evidence, site_counts, explain_top))
     # the ranked causes are shared with the memo and never changed after ranking; the containers are copies
@@ -303,7 +324,7 @@ def _rank(kb: KnowledgeBase, ev: EvidenceState, evidence: dict[str, tuple[str, f
     for cid, cause in kb.causes.items():
         if getattr(cause, "status", "active") != "active":
             continue
-        factor, reason = gate(cause, ev.context, ev.phase)
+        factor, reason = gate(cause, ev.context, ev.phase, ev.phase_from_words)
         if factor == 0.0 or priors[cid] <= 0.0:
             ruled_out.append((cid, reason or "prior is zero"))
             continue
@@ -313,11 +334,20 @@ def _rank(kb: KnowledgeBase, ev: EvidenceState, evidence: dict[str, tuple[str, f
         keys[cid] = key = (cid, tuple(map(evidence.get, table.reach)))  # reach's keys, in its order
         llr = temper * remembered.get_or_compute(("ratio", max_exact, key),
                                                  lambda t=table: _cause_log_ratio(t, kb, evidence, max_exact))
-        outcome_logs[cid] = _outcome_log_ratios(kb, cid, ev.outcomes)
-        llr += sum(v for _, v in outcome_logs[cid])
+        outcome_logs[cid] = _outcome_log_ratios(kb, cid, ev.outcomes, ev.outcome_strength)
+        llr += ev.text_factors.get(cid, 0.0)
         scores[cid] = math.log(priors[cid] * factor * (1.0 - settings["unexplained_prior"])) + llr
     scores[UNEXPLAINED] = math.log(settings["unexplained_prior"]) + temper * _unexplained_log_ratio(kb, evidence)
+    if ev.text_factors:  # words that fit no document better than the average one favour no cause over c0
+        scores[UNEXPLAINED] += sum(ev.text_factors.values()) / len(ev.text_factors)
 
+    # the temperature calibrates what the evidence says; experiment outcomes then update it by plain
+    # Bayes, exactly as the planner predicts them (kb/planner.py)
+    sharpen = 1.0 / settings.get("posterior_temperature", 1.0)
+    ratios = {cid: scores[cid] - math.log(priors[cid] * (1.0 - settings["unexplained_prior"]))
+              + sum(v for _, v in outcome_logs[cid]) for cid in outcome_logs}
+    for cid in scores:
+        scores[cid] = sharpen * scores[cid] + sum(v for _, v in outcome_logs.get(cid, ()))
     top = max(scores.values())
     weights = {k: math.exp(v - top) for k, v in scores.items()}
     norm = sum(weights.values())
@@ -328,7 +358,7 @@ def _rank(kb: KnowledgeBase, ev: EvidenceState, evidence: dict[str, tuple[str, f
             id=cid,
             probability=posterior[cid],
             prior=priors[cid],
-            log_likelihood_ratio=scores[cid] - math.log(priors[cid] * (1.0 - settings["unexplained_prior"])),
+            log_likelihood_ratio=ratios[cid],
             weights=[],
             unexplained_present=[],
             outcome_factors=outcome_logs[cid],
@@ -356,7 +386,9 @@ def _unexplained_log_ratio(kb: KnowledgeBase, evidence: dict[str, tuple[str, flo
     return total
 
 
-def _outcome_log_ratios(kb: KnowledgeBase, cause_id: str, outcomes: list[tuple[str, str, bool]]):
+def _outcome_log_ratios(kb: KnowledgeBase, cause_id: str, outcomes: list[tuple[str, str, bool]],
+                        strength: dict[tuple[str, str], float] | None = None) -> list[tuple[str, float]]:
+    """(experiment=outcome, log ratio against c0) per outcome; ``strength`` < 1 softens one read from words."""
     out = []
     for exp_id, outcome, happened in outcomes:
         experiment = kb.experiments.get(exp_id)
@@ -366,6 +398,8 @@ def _outcome_log_ratios(kb: KnowledgeBase, cause_id: str, outcomes: list[tuple[s
         p_0 = experiment.default.get(outcome, 0.0)
         if not happened:
             p_c, p_0 = 1.0 - p_c, 1.0 - p_0
+        r = (strength or {}).get((exp_id, outcome), 1.0)
+        p_c, p_0 = r * p_c + (1.0 - r), r * p_0 + (1.0 - r)
         out.append((f"{exp_id}={outcome}", math.log(max(p_c, 1e-6)) - math.log(max(p_0, 1e-6))))
     return out
 

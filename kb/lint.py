@@ -41,7 +41,8 @@ class RuleRef:
     file: str
     line: int
     rule_id: str
-    symptom: str
+    symptom: str  # "" for a phrase rule that only reports an experiment outcome
+    observation: str | None = None  # "x.EXPERIMENT=OUTCOME" a phrase rule reports
 
 
 @dataclass
@@ -189,6 +190,10 @@ def check_rules(ctx: LintContext) -> Iterable[Problem]:
     kb = ctx.kb
     asserted = {r.symptom for r in ctx.rules}
     for rule in ctx.rules:
+        if rule.observation:
+            yield from _check_observation(kb, rule)
+        if not rule.symptom:
+            continue
         if rule.symptom not in kb.symptoms and rule.symptom not in ctx.loaded.broken:
             matches = close_matches(rule.symptom, kb.symptoms)
             hint = f" (did you mean {', '.join(matches)}?)" if matches else ""
@@ -198,6 +203,20 @@ def check_rules(ctx: LintContext) -> Iterable[Problem]:
         if symptom.kind == "log" and symptom.id not in asserted:
             yield ctx.loaded.problem(symptom.id, ("kind",), f"no rule asserts log symptom {symptom.id!r}: add a rule "
                                      f"with symptom: {symptom.id} under rules/data", "warning")
+
+
+def _check_observation(kb: KnowledgeBase, rule: RuleRef) -> Iterable[Problem]:
+    exp_id, _, outcome = (rule.observation or "").partition("=")
+    experiment = kb.experiments.get(exp_id)
+    if experiment is None:
+        matches = close_matches(exp_id, kb.experiments)
+        hint = f" (did you mean {', '.join(matches)}?)" if matches else ""
+        yield Problem(rule.file, rule.line, f"rule {rule.rule_id!r} reports experiment {exp_id!r}, which the "
+                      f"knowledge base does not define{hint}")
+    elif outcome not in {o.id for o in experiment.outcomes}:
+        allowed = ", ".join(o.id for o in experiment.outcomes)
+        yield Problem(rule.file, rule.line, f"rule {rule.rule_id!r} reports outcome {outcome!r} of {exp_id}, "
+                      f"which has only: {allowed}")
 
 
 def check_odds_and_ends(ctx: LintContext) -> Iterable[Problem]:
@@ -244,12 +263,21 @@ def read_rule_symptoms(rules_dir: Path) -> tuple[list[RuleRef], list[Problem]]:
         problems.extend(Problem(p.file, p.line, f"rule file unreadable, its symptoms are not checked: {p.message}",
                                 "warning") for p in parse_problems if data is None)
         rules = data.get("rules") if isinstance(data, LineDict) else None
+        prefix = ""
+        if rules is None and isinstance(data, LineDict):  # the vocabulary of identifiers (rules/identifiers.py)
+            rules, prefix = data.get("identifiers"), "ident."
         if not isinstance(rules, LineList):
             continue
         for index, rule in enumerate(rules):
-            if isinstance(rule, LineDict) and isinstance(rule.get("symptom"), str):
-                line = rule.key_lines.get("symptom", rules.item_lines[index])
-                refs.append(RuleRef(display_path(path), line, str(rule.get("id", f"#{index + 1}")), rule["symptom"]))
+            if not isinstance(rule, LineDict):
+                continue
+            symptom, observation = rule.get("symptom"), rule.get("observation")
+            if isinstance(symptom, str) or isinstance(observation, str):
+                key = "symptom" if isinstance(symptom, str) else "observation"
+                line = rule.key_lines.get(key, rules.item_lines[index])
+                refs.append(RuleRef(display_path(path), line, prefix + str(rule.get("id", f"#{index + 1}")),
+                                    symptom if isinstance(symptom, str) else "",
+                                    observation if isinstance(observation, str) else None))
     return refs, problems
 
 

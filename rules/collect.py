@@ -37,7 +37,10 @@ class SourceState:
     kinds: set[str] = field(default_factory=set)  # logs / dmesg / nvidia-smi seen in its content
     lines: int = 0
     bytes: int = 0
+    reliability: float = 1.0  # of the symptoms its lines assert (below 1 for machine lines pasted into prose)
     other_lines: int = 0  # hit lines that are neither kernel nor nvidia-smi output
+    error_hits: int = 0  # lines an error-level rule hit
+    tracebacks: int = 0  # Python tracebacks opened in it
     progress: int = 0  # progress lines in this source (read in full)
     max_stream_progress: int = 0  # the most progress lines any one participant printed in it
     max_step: int | None = None
@@ -137,6 +140,9 @@ class Collector:
         self._series_names = frozenset(self.series_fields)
         self._series = [(name, target["series"], float(target.get("scale", 1.0)))
                         for name, target in self.series_fields.items()]
+        own = settings["error_lines"]
+        self.error_line_facts = frozenset(own["ignored_facts"])
+        self.error_line_markers = frozenset(own["ignored_markers"])
         self.node_counts: set[int] = set()
         self.decided: set[str] = set()  # derived-only symptoms a derivation has ruled on
         self._process_re = re2.compile(settings["oom"]["other_process_pattern"].encode(),
@@ -230,7 +236,9 @@ class Collector:
                 near, near_year_known = stream.last_time, stream.last_time_year_known
 
         frames: tuple[tuple[str, str], ...] = ()
-        if symptom_matches and any(m.rule.severity == "error" for m in symptom_matches):
+        error_line = bool(symptom_matches) and any(m.rule.severity == "error" for m in symptom_matches)
+        if error_line:
+            src.error_hits += 1
             frames = self._traceback_frames(stream, lineno)
 
         step = self._first(groups, self.step_fields)
@@ -241,6 +249,8 @@ class Collector:
             for m in matches:
                 if m.rule.kind != "marker":
                     continue
+                if error_line and m.rule.marker in self.error_line_markers:
+                    continue  # the failing line's own words ("... during init") place nothing in time
                 if m.rule.marker == "progress":
                     if progress_done:
                         continue  # several progress markers on one line are one step
@@ -249,8 +259,9 @@ class Collector:
         if overflow:
             self._overflow(groups, rank, order, stream, src)
         if groups:
+            # a failing message's own arithmetic (a world size inside a failed assertion) is no job fact
             if not self._fact_names.isdisjoint(groups):
-                self._facts(groups)
+                self._facts(groups, self.error_line_facts if error_line else frozenset())
             if not self._series_names.isdisjoint(groups):
                 self._numbers(groups, rank, order)
 
@@ -378,6 +389,7 @@ class Collector:
             if kind == "train_start":
                 stream.train_started = src.train_started = True
         elif kind == "traceback":
+            src.tracebacks += 1
             stream.traceback_at = lineno
             stream.frames.clear()
         elif kind == "frame":
@@ -428,12 +440,12 @@ class Collector:
         else:
             self.overflow_tail.append(event)
 
-    def _facts(self, groups: dict[str, Any]) -> None:
-        """Job-wide facts printed on any line: world size, node count."""
-        size = self._first(groups, self.world_size_fields)
+    def _facts(self, groups: dict[str, Any], ignored: frozenset[str]) -> None:
+        """Job-wide facts printed on a line: world size, node count (not those in ``ignored``)."""
+        size = None if "world_size" in ignored else self._first(groups, self.world_size_fields)
         if size is not None and 0 < size < 10_000_000 and len(self.world_sizes) < 1024:
             self.world_sizes.append(size)
-        nodes = self._first(groups, self.nodes_fields)
+        nodes = None if "nodes" in ignored else self._first(groups, self.nodes_fields)
         if nodes is not None and 0 < nodes < 1_000_000:
             self.node_counts.add(nodes)
 
@@ -508,9 +520,10 @@ class Collector:
         new_rank = False
         if obs is None:
             obs = self.symptoms[sid] = ObservedSymptom(id=sid, first_order=order, secondary=rule.secondary,
-                                                       fields=dict(fields))
+                                                       fields=dict(fields), reliability=src.reliability)
         else:
             obs.secondary = obs.secondary and rule.secondary
+            obs.reliability = max(obs.reliability, src.reliability)
         obs.count += 1
         obs.rules.add(rule.id)
         if rank is not None and rank not in obs.ranks:

@@ -291,7 +291,19 @@ CHECKS: dict[str, Callable[[dict[str, Any], CheckContext], None]] = {
 # ---------------------------------------------------------------------- context facts
 
 
+#: top-level keys that make a config a whole ds_config (not a pasted section): DeepSpeed's defaults apply
+_WHOLE_CONFIG_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "optimizer")
+_PRECISION_SECTIONS = ("fp16", "bf16", "bfloat16", "amp")
+
+
 def _context(config: dict[str, Any], collector: Collector, extraction: Extraction) -> None:
+    """Precision, ZeRO stage and offload as far as the config says them. A pasted part (only
+    ``zero_optimization``) says nothing of precision: that stays unknown, not fp32; without a
+    ``zero_optimization`` section offload and stage are unknown unless the config is a whole one."""
+    whole = any(k in config for k in _WHOLE_CONFIG_KEYS)
+    # with "auto" batch keys the Hugging Face Trainer fills precision in from its own arguments
+    filled_by_trainer = any(isinstance(config.get(k), str) and config[k].lower() == "auto" for k in _WHOLE_CONFIG_KEYS)
+    precision_said = (whole and not filled_by_trainer) or any(k in config for k in _PRECISION_SECTIONS)
     fp16 = _is_true(_section(config, "fp16").get("enabled"))
     bf16 = _is_true((_section(config, "bf16") or _section(config, "bfloat16")).get("enabled"))
     amp = _is_true(_section(config, "amp").get("enabled"))
@@ -301,7 +313,7 @@ def _context(config: dict[str, Any], collector: Collector, extraction: Extractio
     for sid, on in (("s.fp16_enabled", fp16 or amp), ("s.bf16_enabled", bf16)):
         if on:
             collector.observe(sid, source="config", text=f"{sid.removeprefix('s.')}: true", rule="config.context")
-        elif not auto:
+        elif not auto and precision_said:
             extraction.absent.add(sid)
     if fp16 and bf16:
         precision = None
@@ -310,21 +322,23 @@ def _context(config: dict[str, Any], collector: Collector, extraction: Extractio
     elif bf16:
         precision = "bf16"
     else:
-        precision = None if auto else "fp32"
+        precision = None if auto or not precision_said else "fp32"
     extraction.context.precision = precision
+    zero_said = "zero_optimization" in config
     zero = _section(config, "zero_optimization")
-    stage = zero.get("stage", 0 if config else None)
+    stage = zero.get("stage", 0 if zero_said or whole else None)
     if isinstance(stage, int) and not isinstance(stage, bool):
         extraction.context.zero_stage = stage
     devices = [(_section(zero, k).get("device")) for k in ("offload_optimizer", "offload_param")]
     offload = any(d in ("cpu", "nvme") for d in devices) or _is_true(zero.get("cpu_offload")) is True \
         or _is_true(zero.get("cpu_offload_param")) is True
-    extraction.context.offload = offload
     if offload:
+        extraction.context.offload = True
         where = [k for k, d in zip(("offload_optimizer", "offload_param"), devices, strict=True) if d in ("cpu", "nvme")]
         collector.observe("s.offload_enabled", source="config", text="offload: " + (", ".join(where) or "cpu_offload"),
                           rule="config.context")
-    else:
+    elif zero_said or whole:
+        extraction.context.offload = False
         extraction.absent.add("s.offload_enabled")
 
 

@@ -53,7 +53,7 @@ class SourceHint:
     name: str
     rank: int | None = None
     node: str | None = None
-    kind: str = "logs"  # logs | dmesg | nvidia-smi
+    kind: str = "logs"  # logs | dmesg | nvidia-smi | description (machine lines pasted into prose)
 
 
 _LEVELS = rb"DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL"

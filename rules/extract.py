@@ -20,9 +20,19 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from kb.errors import DsdoctorError
-from rules import config_checks, derive, env_checks, metrics, phrases
+from rules import (
+    accelerate_config,
+    config_checks,
+    derive,
+    env_checks,
+    env_normalize,
+    launch_env,
+    metrics,
+    model_states,
+    phrases,
+)
 from rules.collect import Collector, SourceState
-from rules.context import leading_rank, parse_prefix, source_hint
+from rules.context import SourceHint, leading_rank, parse_prefix, source_hint
 from rules.loader import default_rules
 from rules.matcher import LineMatcher, cached_fingerprint, cached_matcher
 from rules.model import Extraction
@@ -479,6 +489,15 @@ class _Extractor:
         self.reader = _Reader(rules, self.collector, settings, progress)
         self.warnings: list[str] = []
 
+    def pasted_source(self, name: str, text: str, reliability: float) -> None:
+        """Read prose (a description, a chat message) with the log rules too: a machine line pasted
+        into it (an Xid line, an NCCL WARN, a CUDA OOM with its figures) is read with its fields,
+        ranks and numbers. Such a source never counts as supplied logs (nothing is absent from it)."""
+        data = text.encode("utf-8", "surrogatepass")
+        src = self.collector.begin_source(name, SourceHint(name=name, kind="description"))
+        src.reliability = reliability
+        self.reader.read(src, io.BytesIO(data), len(data))
+
     def text_source(self, name: str, text: Any) -> None:
         if isinstance(text, str):
             data = text.encode("utf-8", "surrogatepass")
@@ -513,6 +532,28 @@ class _Extractor:
                 self.reader.read(src, _Prepend(sample, stream), size)
             except (OSError, EOFError, gzip.BadGzipFile) as exc:
                 self.warnings.append(f"{path}: reading stopped early ({exc}); the part read was used")
+
+
+def _stated_texts(evidence: dict[str, Any]) -> list[str]:
+    """The texts where a report states its setup: description, pasted logs (a launch command), and the
+    environment's free-form values (``model: llama-2-70b``)."""
+    texts = [evidence["description"]] if isinstance(evidence.get("description"), str) else []
+    logs = evidence.get("logs") if isinstance(evidence.get("logs"), list) else []
+    texts += [e["text"] for e in logs if isinstance(e, dict) and isinstance(e.get("text"), str)]
+    env = evidence.get("environment")
+    if isinstance(env, dict):
+        texts += [f"{k}: {v}" for k, v in env.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)]
+    return texts
+
+
+def _covers_failure(src: SourceState, settings: Settings) -> bool:
+    """Whether a log source plausibly shows the failure, so that what its rules did not hit is absent:
+    an error-level hit, a traceback, or a run's worth of training output (progress or init lines,
+    and enough of them). A command line, a few INFO lines or a benchmark printout are not."""
+    if src.error_hits or src.tracebacks:
+        return True
+    ran = src.progress > 0 or src.init_seen or src.train_started
+    return ran and src.lines >= settings.derive["supplied"]["logs_min_lines"]
 
 
 def _file_size(path: Path) -> int | None:
@@ -566,22 +607,38 @@ def extract(evidence: dict[str, Any] | None, *, log_files: Sequence[tuple[str, P
         ex.text_source(str(entry.get("source") or f"log{index + 1}"), entry["text"])
     for name, path in log_files:
         ex.file_source(str(name), Path(path))
+    description = evidence.get("description")
+    if isinstance(description, str) and description.strip():
+        ex.pasted_source("description", description[:phrases.MAX_DESCRIPTION_CHARS],
+                         settings.derive["phrases"]["pasted_reliability"])
 
     extraction = Extraction(warnings=ex.warnings)
     collector = ex.collector
-    extraction.bytes_processed = sum(s.bytes for s in collector.sources)
-    extraction.lines_processed = sum(s.lines for s in collector.sources)
+    logs_read = [s for s in collector.sources if s.hint.kind != "description"]  # the prose is no log
+    extraction.bytes_processed = sum(s.bytes for s in logs_read)
+    extraction.lines_processed = sum(s.lines for s in logs_read)
     for src in collector.sources:
-        if src.bytes == 0:
+        if src.bytes == 0 or src.hint.kind == "description":
             continue
         if src.hint.kind != "logs":
             extraction.supplied_sources.add(src.hint.kind)
         extraction.supplied_sources |= src.kinds
-        if src.hint.kind == "logs" and (src.other_lines or not src.kinds):
+        if src.hint.kind == "logs" and (src.other_lines or not src.kinds) and _covers_failure(src, settings):
             extraction.supplied_sources.add("logs")
 
-    config_checks.check(evidence.get("config"), evidence.get("environment"), collector, settings, extraction)
-    env_checks.check(evidence.get("environment"), collector, settings, extraction)
+    if accelerate_config.is_accelerate(evidence.get("config")):
+        ds_config, stated = accelerate_config.translate(evidence["config"])
+        env = evidence.get("environment") if isinstance(evidence.get("environment"), dict) else {}
+        evidence = {**evidence, "config": ds_config, "environment": {**stated, **env}}
+        if ds_config is None:
+            extraction.supplied_sources.add("config")
+    environment = env_normalize.normalize(evidence.get("environment"), settings)
+    if environment is not evidence.get("environment"):
+        evidence = {**evidence, "environment": environment}
+    config_checks.check(evidence.get("config"), environment, collector, settings, extraction)
+    env_checks.check(environment, collector, settings, extraction)
+    model_states.check(_stated_texts(evidence), collector, extraction)
+    launch_env.check(evidence, collector, extraction)
     metrics.read_metrics(evidence.get("metrics"), collector, settings, extraction)
     phrases.read_description(evidence.get("description"), rules, collector, settings, extraction)
     derive.finish(collector, evidence, settings, extraction)

@@ -4,6 +4,9 @@ Rule files are the ``*.yaml`` files in the subfolders of a rules data directory 
 rules/data: ``logs/``, ``phrases/``, ``context/``); YAML files directly in the data directory
 are engine settings, not rules. Each rule file has one top-level key ``rules:`` with a list.
 
+A data directory's ``identifiers.yaml`` (rules/identifiers.py) adds the vocabulary of identifiers
+as phrase rules.
+
 Checks: the schema (rules/schema.py), unique IDs across files, at least one match and one
 no_match example per rule, and every pattern compiles in RE2 and in Hyperscan (in the form the
 matcher uses). A rule with a problem is left out; :func:`load_rules` raises
@@ -111,6 +114,13 @@ def load_rules_with_problems(dirs: Sequence[Path] | None = None, *, compile_chec
     rules: list[Rule] = []
     for path in rule_files(dirs or [DATA_DIR]):
         rules.extend(_load_file(path, problems))
+    from rules.identifiers import FILE_NAME as VOCABULARY_FILE  # marshmallow: only when files are parsed
+    from rules.identifiers import compile_vocabulary
+
+    for d in dirs or [DATA_DIR]:  # the vocabulary of identifiers, compiled into phrase rules
+        vocabulary = Path(d) / VOCABULARY_FILE
+        if Path(d).is_dir() and vocabulary.is_file():
+            rules.extend(compile_vocabulary(vocabulary, problems))
     first: dict[str, Rule] = {}
     unique: list[Rule] = []
     for rule in rules:

@@ -62,6 +62,24 @@ class FirstError:
 
 
 @dataclass
+class ReportedOutcome:
+    """An experiment the reporter says they already ran, read from their words (``x.EXPERIMENT=OUTCOME``)."""
+
+    experiment: str  # x.* id
+    outcome: str  # one of the experiment's outcome ids
+    happened: bool  # False when the words deny it ("turning off P2P did not help" for issue_gone)
+    reliability: float  # how far the words are trusted, in (0, 1]
+    rule: str  # the phrase rule that read it
+    text: str  # the line it was read from
+    source: str = "description"
+    lineno: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"{self.experiment}={self.outcome}"
+
+
+@dataclass
 class JobContext:
     """Facts that gate causes in or out (None = unknown)."""
 
@@ -75,6 +93,7 @@ class JobContext:
     script: str | None = None  # the job's training script, from its launch command or tracebacks
     launcher: str | None = None  # deepspeed | torchrun | accelerate launch | ...
     config_file: str | None = None  # the DeepSpeed config file the launch command names
+    launch_env: dict[str, str] = field(default_factory=dict)  # NCCL_* / GLOO_* set for the failing run
 
 
 @dataclass
@@ -83,6 +102,7 @@ class Extraction:
 
     symptoms: dict[str, ObservedSymptom] = field(default_factory=dict)
     absent: set[str] = field(default_factory=set)  # symptoms known absent (a person said no)
+    absent_strength: dict[str, float] = field(default_factory=dict)  # below 1 for a "no" read from words
     supplied_sources: set[str] = field(default_factory=set)  # logs, dmesg, nvidia-smi, metrics, config, environment, description
     first_error: FirstError | None = None
     scope: str = "unknown"  # single-rank | single-node | multi-node | global | unknown
@@ -92,6 +112,7 @@ class Extraction:
     nodes_seen: set[str] = field(default_factory=set)
     context: JobContext = field(default_factory=JobContext)
     config_findings: list[ConfigFinding] = field(default_factory=list)
+    outcomes: list[ReportedOutcome] = field(default_factory=list)  # experiments the reporter already ran
     warnings: list[str] = field(default_factory=list)  # e.g. unknown observation keys
     bytes_processed: int = 0
     lines_processed: int = 0

@@ -1,9 +1,15 @@
 """Free text (the evidence ``description``, chat messages) through the phrase rules, English and Chinese.
 
 Phrase rules use the same matcher as log rules (Hyperscan in UTF-8 mode, then RE2 on the text),
-caseless by default. A match is soft evidence (reliability below 1, from rules/data/derive.yaml).
-A match negated in its own clause ("no OOM", "没有报错") records the symptom as known-absent
-instead ("a person said no").
+caseless by default. A match is soft evidence: the rule's own ``reliability`` when it has one (an
+identifier ~0.95, a vague word ~0.6), else the global one in rules/data/derive.yaml.
+A match negated in its own clause ("no OOM", "没有报错") records the symptom as absent with the
+strength ``negated_reliability`` (a soft "no": the parse of a sentence may be wrong).
+
+A rule with an ``observation`` (``x.EXPERIMENT=OUTCOME``) reports an experiment the person already
+ran ("with NCCL_P2P_DISABLE=1 it completes"); it becomes a :class:`~rules.model.ReportedOutcome` with
+the rule's ``reliability`` (default ``outcome_reliability``), and a negated match says the outcome did
+not happen, no stronger than ``negated_reliability``.
 """
 
 from __future__ import annotations
@@ -12,24 +18,51 @@ import re
 from typing import Any
 
 from rules.collect import Collector
+from rules.lexicon import compose_description
 from rules.matcher import cached_fingerprint, cached_matcher
-from rules.model import Extraction
+from rules.model import Extraction, ReportedOutcome
 from rules.ruleset import RuleSet
 from rules.settings import Settings
 
 MAX_DESCRIPTION_CHARS = 1_000_000
 
 
-def _negated(line: str, start: int, lang: str | None, cfg: dict[str, Any]) -> bool:
-    """Is the match at ``start`` preceded, in its clause and within a few characters, by a negation?"""
+_HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff]")
+
+
+def _negated(line: str, start: int, cfg: dict[str, Any]) -> bool:
+    """Is the match at ``start`` preceded, in its clause and within a few characters, by a negation?
+
+    The negation words are those of the text's language, not the rule's: an English term such as
+    "OOM" inside a Chinese sentence (现在不 OOM 了) is negated by 不.
+    """
     window = cfg["negation_window_chars"]
     before = line[max(0, start - window * 4):start]
     parts = re.split(cfg["clause_breaks"], before)
     clause = parts[-1][-window:] if parts else ""
-    if lang == "zh":
-        return any(word in clause for word in cfg["negations"].get("zh", []))
+    if _HAN.search(clause) and any(word in clause for word in cfg["negations"].get("zh", [])):
+        return True
     words = re.findall(r"[a-z']+", clause.lower())
     return any(word in words for word in cfg["negations"].get("en", []))
+
+
+def asserted(line: str, m: Any, cfg: dict[str, Any]) -> bool | None:
+    """Does the match state its rule (True), deny it (False), or straddle two clauses (None, ignored)?
+
+    Every phrase is denied by a negation shortly before it. An outcome phrase ("lowering the LR did not
+    help") spans the experiment and its result, so a negation inside the span denies it too, and a span
+    that runs across "but" (".. hangs with nccl but works with gloo") joins two statements and says neither.
+    """
+    if _negated(line, m.start, cfg):
+        return False
+    if not m.rule.observation:
+        return True
+    span = line[m.start:m.end]
+    if re.search(cfg["outcome_span_breaks"], span, re.IGNORECASE):
+        return None
+    words = set(re.findall(r"[a-z']+", span.lower()))
+    negations = cfg["outcome_span_negations"]
+    return not (words & set(negations.get("en", [])) or any(word in span for word in negations.get("zh", [])))
 
 
 def read_description(description: Any, rules: RuleSet, collector: Collector, settings: Settings,
@@ -50,13 +83,40 @@ def read_description(description: Any, rules: RuleSet, collector: Collector, set
     matcher = cached_matcher(cached_fingerprint(rules, phrase_rules), phrase_rules, utf8=True)
     said_no: set[str] = set()
     seen: set[str] = set()
+    outcomes: dict[str, ReportedOutcome] = {}
     for lineno, line in enumerate(description[:MAX_DESCRIPTION_CHARS].splitlines(), 1):
         for m in matcher.match_line(line):
-            sid = m.rule.symptom or ""
-            if _negated(line, m.start, m.rule.lang, cfg):
+            said = asserted(line, m, cfg)
+            if said is None:
+                continue
+            negated = not said
+            if m.rule.observation:
+                _record_outcome(outcomes, m.rule, said, line, lineno, source, cfg)
+            if not m.rule.symptom:
+                continue
+            sid = m.rule.symptom
+            reliability = cfg["reliability"] if m.rule.reliability is None else m.rule.reliability
+            if negated:
                 said_no.add(sid)
                 continue
             seen.add(sid)
-            collector.observe(sid, source=source, text=line.strip(), rule=m.rule.id, reliability=cfg["reliability"],
+            collector.observe(sid, source=source, text=line.strip(), rule=m.rule.id, reliability=reliability,
                               fields=dict(m.groups), lineno=lineno)
-    extraction.absent |= said_no - seen
+    compose_description(description[:MAX_DESCRIPTION_CHARS], cfg, _negated, collector, source, said_no, seen)
+    for sid in said_no - seen - extraction.absent:
+        extraction.absent.add(sid)  # a "no" read from words is soft: the parse may be wrong
+        extraction.absent_strength[sid] = cfg["negated_reliability"]
+    extraction.outcomes.extend(outcomes.values())
+
+
+def _record_outcome(found: dict[str, ReportedOutcome], rule: Any, happened: bool, line: str, lineno: int,
+                    source: str, cfg: dict[str, Any]) -> None:
+    """Keep one reported outcome per experiment=outcome: a plain statement beats a denied one, then the surer."""
+    experiment, outcome = rule.observation.split("=", 1)
+    reliability = rule.reliability or cfg["outcome_reliability"]
+    if not happened:
+        reliability = min(reliability, cfg["negated_reliability"])
+    new = ReportedOutcome(experiment, outcome, happened, reliability, rule.id, line.strip()[:500], source, lineno)
+    old = found.get(new.key)
+    if old is None or (new.happened, new.reliability) > (old.happened, old.reliability):
+        found[new.key] = new

@@ -17,10 +17,12 @@ class Rule:
     kind: str  # log | phrase | marker
     pattern: str
     symptom: str | None = None
+    observation: str | None = None  # phrase rules: "x.EXPERIMENT=OUTCOME" the words report
     marker: str | None = None
     severity: str = "info"
     lang: str | None = None
     caseless: bool = False
+    reliability: float | None = None  # phrase rules: strength of a match (None = the global default)
     fields: dict[str, str] = field(default_factory=dict)
     secondary: bool = False
     references: tuple[str, ...] = ()
@@ -42,9 +44,11 @@ class Rule:
         examples = data.get("examples") or {}
         return cls(
             id=data["id"], title=data["title"], kind=kind, pattern=data["pattern"],
-            symptom=data.get("symptom"), marker=data.get("marker"),
+            symptom=data.get("symptom"), observation=data.get("observation"),
+            marker=data.get("marker"),
             severity=data.get("severity") or "info", lang=data.get("lang"),
             caseless=(kind == "phrase") if caseless is None else bool(caseless),
+            reliability=data.get("reliability"),
             fields=dict(data.get("fields") or {}), secondary=bool(data.get("secondary")),
             references=tuple(data.get("references") or ()),
             match_examples=tuple(examples.get("match") or ()),

@@ -7,7 +7,9 @@ are errors (marshmallow ``unknown=RAISE``); duplicate YAML keys are caught by kb
 Rule kinds:
 
 * ``log``: machine-printed lines; asserts ``symptom``.
-* ``phrase``: human words in the description / chat text (``lang: en|zh``), caseless by default.
+* ``phrase``: human words in the description / chat text (``lang: en|zh``), caseless by default. A
+  phrase rule may name an ``observation`` (``x.EXPERIMENT=OUTCOME``, an experiment the reporter
+  already ran) instead of, or besides, a symptom; ``reliability`` says how far its words are trusted.
 * ``marker``: context the engine itself reads (training progress, checkpoint/eval/exit markers,
   traceback frames, OOM figures, world size); names a ``marker`` instead of a symptom. Markers
   live in rules/data/context/ and are an extension of the shared format owned by the engine.
@@ -21,8 +23,9 @@ from typing import Any
 from marshmallow import ValidationError, validate
 from marshmallow import fields as mf
 
-from kb.schema import Boolean, StrictSchema, String
+from kb.schema import Boolean, Number, StrictSchema, String
 from kb.schema import _flatten as flatten_errors  # one message style for every data file
+from rules.ids import FIELD_NAME, OBSERVATION_KEY, RULE_ID, SYMPTOM_ID
 from rules.units import FIELD_TYPES
 
 KINDS = ("log", "phrase", "marker")
@@ -44,9 +47,6 @@ MARKERS = (
     "version",  # a printed library version: nccl_version / torch_version / ... fields
     "source_dmesg", "source_nvidia_smi",  # content that shows which kind of source a text is
 )
-RULE_ID = r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$"
-SYMPTOM_ID = r"^s\.[a-z0-9_]+$"
-FIELD_NAME = r"^[a-z][a-z0-9_]*$"
 
 Issue = tuple[tuple[Any, ...], str]
 
@@ -104,6 +104,10 @@ class RuleSchema(StrictSchema):
                     metadata={"hint": "for kind: marker, one of " + ", ".join(MARKERS)})
     symptom = String(load_default=None, allow_none=True, validate=_regexp(SYMPTOM_ID, "s.cuda_oom"),
                      metadata={"hint": "the knowledge-base symptom it asserts, e.g. 's.cuda_oom'"})
+    observation = String(load_default=None, allow_none=True,
+                         validate=_regexp(OBSERVATION_KEY, "x.nccl_p2p_disable=issue_gone"),
+                         metadata={"hint": "for phrase rules: the experiment outcome the words report, "
+                                           "e.g. 'x.nccl_p2p_disable=issue_gone'"})
     severity = String(load_default="info", validate=_one_of(SEVERITIES),
                       metadata={"hint": "one of " + ", ".join(SEVERITIES)})
     lang = String(load_default=None, allow_none=True, validate=_one_of(LANGS),
@@ -111,6 +115,10 @@ class RuleSchema(StrictSchema):
     pattern = String(required=True, validate=_not_blank,
                      metadata={"hint": "an RE2 pattern that Hyperscan also compiles (no backreferences or lookaround)"})
     caseless = Boolean(load_default=None, allow_none=True, metadata={"hint": "true or false"})
+    reliability = Number(load_default=None, allow_none=True,
+                         validate=validate.Range(0, 1, min_inclusive=False, error="must be in (0, 1], got {input}"),
+                         metadata={"hint": "for phrase rules: how sure a match is, e.g. 0.95 for an identifier, "
+                                           "0.6 for a vague word (default: phrases.reliability in derive.yaml)"})
     fields = mf.Dict(keys=String(validate=_regexp(FIELD_NAME, "requested")),
                          values=String(validate=_one_of(FIELD_TYPES)), load_default=dict,
                          metadata={"hint": "capture -> type, e.g. {requested: size}; types: " + ", ".join(FIELD_TYPES)})
@@ -134,11 +142,17 @@ def _cross_checks(data: Mapping[str, Any]) -> list[Issue]:
         if data["symptom"]:
             issues.append((("symptom",), "a marker rule asserts no symptom: remove 'symptom' or use kind: log"))
     else:
-        if not data["symptom"]:
+        if not data["symptom"] and not (kind == "phrase" and data["observation"]):
             issues.append((("symptom",), f"field 'symptom' is missing: a {kind} rule asserts a knowledge-base "
-                                         "symptom, e.g. 's.cuda_oom'"))
+                                         "symptom, e.g. 's.cuda_oom'" + (" (or, for a phrase rule, an "
+                                         "observation 'x.EXPERIMENT=OUTCOME')" if kind == "phrase" else "")))
         if data["marker"]:
             issues.append((("marker",), f"'marker' is only for kind: marker, not {kind}"))
+    if kind != "phrase" and data["reliability"] is not None:
+        issues.append((("reliability",), f"'reliability' is only for phrase rules: a {kind} rule's lines are "
+                                         "as reliable as their source"))
+    if data["observation"] and kind != "phrase":
+        issues.append((("observation",), "'observation' is only for kind: phrase (what a person says they tried)"))
     if kind == "phrase" and not data["lang"]:
         issues.append((("lang",), "field 'lang' is missing: a phrase rule says its language, en or zh"))
     examples = data["examples"]

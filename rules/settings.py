@@ -5,6 +5,7 @@
 * ``config_checks.yaml``: thresholds and bilingual message templates of the ds_config checks
 * ``ds_config_keys.yaml``: DeepSpeed's documented config keys, per section
 * ``gpus.yaml``: GPU families (pre-Ampere names)
+* ``environment.yaml``: free-form environment keys and what they mean
 
 Each file is checked against the shape the code expects; problems are ``file:line: message``.
 """
@@ -41,9 +42,13 @@ _SHAPES: dict[str, dict[str, Any]] = {
         "numerics": {"first_step_max": int, "first_epoch_max": NUMBER, "loss_zero_min": int},
         "phase": {"first_step_max_steps": int, "steady_min_steps": int, "oom_after_many_steps": int},
         "symptom_phases": dict, "derived_only": list, "multi_node_only": list,
-        "phrases": {"reliability": NUMBER, "negation_window_chars": int, "negations": dict, "clause_breaks": str},
+        "phrases": {"reliability": NUMBER, "pasted_reliability": NUMBER, "negated_reliability": NUMBER,
+                    "outcome_reliability": NUMBER, "outcome_span_negations": dict, "outcome_span_breaks": str,
+                    "negation_window_chars": int, "negations": dict, "clause_breaks": str},
         "scope": {"min_known_ranks_for_global": int, "global_by_nature": list, "anomalies": list,
                   "between_peers": list},
+        "error_lines": {"ignored_facts": list, "ignored_markers": list},
+        "supplied": {"logs_min_lines": int},
     },
     "metrics.yaml": {
         "step_time": {"baseline_points": int, "recent_points": int, "up_factor": NUMBER, "util_drop_fraction": NUMBER,
@@ -60,6 +65,8 @@ _SHAPES: dict[str, dict[str, Any]] = {
     "ds_config_keys.yaml": {"sources": list, "sections": dict, "open_sections": list, "validated_sections": list,
                             "deprecated": dict},
     "gpus.yaml": {"pre_ampere": list, "ampere_or_newer": list, "sources": list},
+    "environment.yaml": {"aliases": dict, "versions": list, "version_renames": dict, "count_pattern": str,
+                         "machines": list},
 }
 
 
@@ -70,6 +77,7 @@ class Settings:
     config_checks: dict[str, Any]
     ds_config_keys: dict[str, Any]
     gpus: dict[str, Any]
+    environment: dict[str, Any]
 
 
 def _check_shape(data: Any, shape: dict[str, Any], file: str, root: Any, path: list[Any],
@@ -121,4 +129,5 @@ def _load_settings(data_dir: Path) -> Settings:
     return Settings(
         derive=files["derive.yaml"], metrics=files["metrics.yaml"], config_checks=files["config_checks.yaml"],
         ds_config_keys=files["ds_config_keys.yaml"], gpus=files["gpus.yaml"],
+        environment=files["environment.yaml"],
     )

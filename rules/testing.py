@@ -4,7 +4,8 @@ A ``match`` example must be hit by Hyperscan and confirmed by RE2 with the liste
 (captured values converted to their types; numbers compare with a relative tolerance of 1e-6,
 ``nan`` equals ``nan``). A ``no_match`` example must not match. ``todo_match`` examples are known
 misses: they are run and reported, never counted as failures. Phrase rules are tested the way
-descriptions are read, negation included.
+descriptions are read, negation included (an outcome phrase denied in its own words does not match);
+so are the paraphrases of the lexicon's compositions (rules/data/lexicon.yaml).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from rules.context import parse_prefix
+from rules.lexicon import Composition, Lexicon, load_lexicon
 from rules.matcher import LineMatcher, cached_matcher
-from rules.phrases import _negated
+from rules.phrases import _negated, asserted
 from rules.ruleset import Rule, RuleSet
 from rules.settings import Settings, load_settings
 from rules.units import convert, parse_float
@@ -45,9 +47,10 @@ def _same(expected: Any, actual: Any) -> bool:
 class ExampleRunner:
     """Holds the compiled matchers for one rule set."""
 
-    def __init__(self, rules: RuleSet, settings: Settings | None = None):
+    def __init__(self, rules: RuleSet, settings: Settings | None = None, lexicon: Lexicon | None = None):
         self.rules = rules
         self.settings = settings or load_settings()
+        self.lexicon = lexicon  # the compositions to test as well (the engine's own: load_lexicon())
         line_rules, phrase_rules = rules.line_rules, rules.phrase_rules
         self.lines: LineMatcher = cached_matcher(rules.fingerprint(line_rules), line_rules, utf8=False)
         self.phrases: LineMatcher = cached_matcher(rules.fingerprint(phrase_rules), phrase_rules, utf8=True)
@@ -57,7 +60,7 @@ class ExampleRunner:
         if rule.kind == "phrase":
             cfg = self.settings.derive["phrases"]
             for m in self.phrases.match_line(line):
-                if m.rule.id == rule.id and not _negated(line, m.start, rule.lang, cfg):
+                if m.rule.id == rule.id and asserted(line, m, cfg):
                     return {k: convert(v, rule.fields.get(k, "str")) for k, v in m.groups.items()}
             return None
         data = line.encode("utf-8")
@@ -89,11 +92,28 @@ class ExampleRunner:
                                      "now matches: move it to match" if got is not None else "known miss", rule.where))
         return out
 
+    def composes(self, comp: Composition, line: str) -> bool:
+        """Does the lexicon composition hold in ``line``, not negated, as a description is read?"""
+        cfg = self.settings.derive["phrases"]
+        lexicon = self.lexicon or load_lexicon()
+        return any(hit.composition.id == comp.id and not hit.negated for hit in lexicon.compose(line, cfg, _negated))
+
+    def run_composition(self, comp: Composition) -> list[ExampleResult]:
+        out = [ExampleResult(comp.id, "match", line, ok, "" if ok else "does not compose", comp.where)
+               for line in comp.match for ok in [self.composes(comp, line)]]
+        out += [ExampleResult(comp.id, "no_match", line, not hit, "composes but must not" if hit else "", comp.where)
+                for line in comp.no_match for hit in [self.composes(comp, line)]]
+        return out
+
     def run(self, rule_id: str | None = None) -> list[ExampleResult]:
+        """The examples of every rule and lexicon composition, or of the one named ``rule_id``."""
         rules = [r for r in self.rules.rules if rule_id is None or r.id == rule_id]
         results: list[ExampleResult] = []
         for rule in rules:
             results.extend(self.run_rule(rule))
+        for comp in self.lexicon.compositions if self.lexicon else ():
+            if rule_id is None or comp.id == rule_id:
+                results.extend(self.run_composition(comp))
         return results
 
 

@@ -78,7 +78,21 @@ def test_evaluate_runs_the_pipeline_and_the_closed_loop(tmp_path):
     [row] = corpus.evaluate(corpus.load_cases(tmp_path), kb)
     assert row.ranked and row.ranked == sorted(set(row.ranked), key=row.ranked.index)
     assert 0.0 < row.top_probability <= 1.0
-    assert row.first_experiment in kb.experiments
+    # confident: the first step is the leading cause's fix, which bears on the label when it is the label
+    assert row.first_experiment == f"fix:{row.ranked[0]}" and row.first_bears == (row.ranked[0] == row.case.label)
     assert isinstance(row.loop_confident, bool)
-    assert corpus._predicted_outcome(kb, row.first_experiment, row.case.label) in {
-        o.id for o in kb.experiments[row.first_experiment].outcomes}
+    some = next(iter(kb.experiments))
+    assert corpus._predicted_outcome(kb, some, row.case.label) in {o.id for o in kb.experiments[some].outcomes}
+
+
+def test_a_batch_without_its_first_contact_row_is_left_out_of_the_figures(tmp_path, monkeypatch, capsys):
+    _case(tmp_path, "seen", "memory.fragmentation", batch=1)
+    _case(tmp_path, "new", "memory.fragmentation", batch=2)
+    monkeypatch.setattr(corpus, "CORPUS_DIR", tmp_path)
+    monkeypatch.setattr(corpus, "FIRST_CONTACT", tmp_path / "first_contact.json")
+    corpus.record_first_contact(1, [_outcome("a.b", ["a.b"], 0.9)])
+    monkeypatch.setattr("sys.argv", ["bench.corpus", "--no-loop", "--devset", str(tmp_path / "none")])
+    corpus.main()
+    out = capsys.readouterr().out
+    assert "[2] have no first-contact row yet" in out
+    assert "batch 1:" in out and "batch 2:" not in out

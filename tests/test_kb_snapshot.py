@@ -88,16 +88,15 @@ def test_a_small_diagnosis_from_snapshots_imports_neither_networkx_nor_marshmall
     script = ("import sys, json\nfrom api.cli import main\nrc = main(['diagnose', sys.argv[1], '--format', 'json'])\n"
               "print(json.dumps({'rc': rc, 'heavy': sorted(m for m in ('networkx', 'marshmallow', 'whoosh', "
               "'kb.incidents.store', 'flask') if m in sys.modules)}))")
-    # the command line keeps its snapshots in the user cache directory, not in DSDOCTOR_HOME
     env = dict(os.environ, DSDOCTOR_HOME=str(tmp_path / "home"), DSDOCTOR_KB_PATH="",
-               XDG_CACHE_HOME=str(tmp_path / "user-cache"))
+               XDG_CACHE_HOME=str(tmp_path / "cache"))  # the command line's caches go to the user cache
     runs = [subprocess.run([sys.executable, "-c", script, str(log)], cwd=ROOT, env=env, capture_output=True,
                            text=True, timeout=120) for _ in range(2)]
     first, second = (json.loads(r.stdout.strip().splitlines()[-1]) for r in runs)
     assert first["rc"] == second["rc"] == 0, runs[0].stderr
     assert "marshmallow" in first["heavy"]  # the first run parses and validates the files
     assert second["heavy"] == []
-    assert sorted(p.name.split("-")[0] for p in (tmp_path / "user-cache" / "dsdoctor").glob("*.pickle")) == \
+    assert sorted(p.name.split("-")[0] for p in (tmp_path / "cache" / "dsdoctor").glob("*.pickle")) == \
         ["kb", "rules", "settings"]
 
 

@@ -46,8 +46,8 @@ def test_unknown_field_is_reported_with_its_line(tmp_path: Path) -> None:
     text = GOOD.replace("    severity: error\n", "    severity: error\n    colour: red\n")
     found = problems(tmp_path, text)
     assert len(found) == 1
-    assert found[0].endswith("unknown field 'colour'; allowed: id, title, kind, marker, symptom, severity, lang, "
-                             "pattern, caseless, fields, secondary, references, examples")
+    assert found[0].endswith("unknown field 'colour'; allowed: id, title, kind, marker, symptom, observation, severity, "
+                             "lang, pattern, caseless, reliability, fields, secondary, references, examples")
     assert ":7:" in found[0]
 
 
@@ -125,7 +125,8 @@ def test_real_settings_are_valid() -> None:
 def test_bad_settings_are_reported(tmp_path: Path) -> None:
     from rules.settings import DATA_DIR
 
-    for name in ("derive.yaml", "metrics.yaml", "config_checks.yaml", "ds_config_keys.yaml", "gpus.yaml"):
+    for name in ("derive.yaml", "metrics.yaml", "config_checks.yaml", "ds_config_keys.yaml", "gpus.yaml",
+                 "environment.yaml"):
         (tmp_path / name).write_text((DATA_DIR / name).read_text(encoding="utf-8"), encoding="utf-8")
     text = (tmp_path / "metrics.yaml").read_text(encoding="utf-8").replace("up_factor: 1.5", "up_factor: fast")
     (tmp_path / "metrics.yaml").write_text(text, encoding="utf-8")

@@ -23,6 +23,9 @@ SCRIPT = "<script>alert(1)</script>"
 IMG = '"><img src=x onerror=alert(1)>'
 OOM_LINE = ("[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total "
             "capacity of 79.15 GiB of which 1.02 GiB is free. Process 48213 has 20.31 GiB memory in use.")
+#: an OOM that several memory causes explain alike, so an experiment's outcome can change the leader
+PLAIN_OOM_LINE = ("[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a "
+                  "total capacity of 79.15 GiB of which 1.02 GiB is free.")
 
 
 # ---------------------------------------------------------------- fixtures
@@ -349,7 +352,7 @@ def test_an_unknown_example_is_a_404_naming_it(client):
 
 
 def test_pasted_log_gives_a_stored_diagnosis_page(client, app):
-    diagnosis_id = diagnose(client)
+    diagnosis_id = diagnose(client, text=PLAIN_OOM_LINE)  # experiments left to run
     response = client.get(f"/diagnoses/{diagnosis_id}")
     html = response.get_data(as_text=True)
     assert response.status_code == 200
@@ -399,7 +402,7 @@ def test_new_diagnosis_refuses_unusable_input_with_a_message(client, data, field
 
 
 def test_recording_an_outcome_reranks_and_keeps_history(client, app):
-    diagnosis_id = diagnose(client)
+    diagnosis_id = diagnose(client, text=PLAIN_OOM_LINE)
     store = app.extensions["dsdoctor"]["services"]
     with app.app_context():
         before = store.diagnoses().get(diagnosis_id).diagnosis
@@ -696,7 +699,7 @@ def test_issue14_docs_cannot_be_framed(client):
 
 def test_outcome_buttons_say_plainly_what_the_answer_would_change(client, app):
     # issue 15: "... activations - 16% likely; then memory.leak_across_steps leads" read as a contradiction
-    diagnosis_id = diagnose(client)
+    diagnosis_id = diagnose(client, text=PLAIN_OOM_LINE)  # experiments left to run
     store = app.extensions["dsdoctor"]["services"]
     with app.app_context():
         d = store.diagnoses().get(diagnosis_id).diagnosis

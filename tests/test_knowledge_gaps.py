@@ -1,0 +1,67 @@
+"""Knowledge gaps of issue 13 (C.8): each reaches the cause it belongs to. Examples are our own."""
+
+from __future__ import annotations
+
+from kb.diagnosis import diagnose
+from kb.inference import EvidenceState, _evidence_symptoms
+from kb.loader import load_kb
+from rules.extract import extract
+
+
+def _top(evidence: dict, n: int = 3) -> list[str]:
+    return [c["id"] for c in diagnose(evidence)["causes"][:n]]
+
+
+def test_oom_while_saving_or_resuming_reaches_checkpoint_peak() -> None:
+    en = {"description": "Two epochs train fine, then the job goes out of GPU memory inside save_pretrained at the end."}
+    zh = {"description": "训练一直正常，断点续训之后第一步就爆显存了。"}
+    for evidence in (en, zh):
+        assert "s.oom_at_checkpoint" in extract(evidence).symptoms
+        assert "memory.checkpoint_peak" in _top(evidence)
+
+
+def test_torch_load_frames_make_an_oom_a_checkpoint_oom() -> None:
+    text = ("Traceback (most recent call last):\n"
+            '  File "/work/train.py", line 88, in <module>\n    state = torch.load(path, map_location="cuda")\n'
+            '  File "/usr/lib/python3/site-packages/torch/serialization.py", line 1025, in load\n    return _load(\n'
+            '  File "/usr/lib/python3/site-packages/torch/serialization.py", line 1446, in _load\n'
+            "    result = unpickler.load()\n"
+            "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total "
+            "capacity of 39.39 GiB of which 312.00 MiB is free.")
+    x = extract({"logs": [{"source": "stdout", "text": text}]})
+    assert "s.oom_at_checkpoint" in x.symptoms
+
+
+def test_dataloader_frames_in_a_plain_traceback_are_data_evidence() -> None:
+    text = ("Traceback (most recent call last):\n"
+            '  File "/srv/run.py", line 40, in <module>\n    for batch in loader:\n'
+            '  File "/env/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 633, in __next__\n'
+            "    data = self._next_data()\n"
+            '  File "/env/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 1345, in _next_data\n'
+            "    return self._process_data(data)\n"
+            "ValueError: Caught ValueError in DataLoader worker process 1.")
+    x = extract({"logs": [{"source": "stdout", "text": text}]})
+    assert "s.error_in_data_loading" in x.symptoms
+    assert _top({"logs": [{"source": "stdout", "text": text}]}, 1)[0].startswith("data.")
+
+
+def test_script_stop_on_nan_and_zero3_rank_disagreement() -> None:
+    assert "s.loss_nan" in extract({"logs": [{"source": "stdout", "text": "Loss is nan, stopping training"}]}).symptoms
+    line = "RuntimeError: disagreement between rank0 and rank3: rank0: [40, 41], rank3: [40, 57]"
+    assert "s.collective_mismatch_detected" in extract({"logs": [{"source": "stdout", "text": line}]}).symptoms
+
+
+def test_remote_error_at_start_up_reaches_the_socket_interface() -> None:
+    evidence = {"description": "Two servers, 8 GPUs each; it never gets past init_process_group.",
+                "logs": [{"source": "stdout", "text": "torch.distributed.DistBackendError: NCCL error in: "
+                          "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1691, remote process exited or "
+                          "there was a network error, NCCL version 2.18.6"}],
+                "environment": {"num_nodes": 2, "gpus_per_node": 8}}
+    assert "comm.network_interface" in _top(evidence)
+
+
+def test_environment_symptoms_are_not_unseen_when_their_key_is_missing() -> None:
+    x = extract({"environment": {"versions": {"torch": "2.3.1"}}})
+    ev = EvidenceState.from_extraction(x)
+    states = _evidence_symptoms(load_kb(), ev)
+    assert "s.pre_ampere_gpu" not in states and "s.multi_node_job" not in states

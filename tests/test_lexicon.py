@@ -1,0 +1,130 @@
+"""Phrases by meaning (rules/lexicon.py, rules/data/lexicon.yaml): concepts composed into symptoms.
+
+Every sentence here is written for this test (none is a corpus case's sentence).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kb.errors import KnowledgeError
+from kb.loader import load_kb
+from rules.extract import extract
+from rules.lexicon import _load, load_lexicon
+from rules.loader import default_rules
+from rules.testing import ExampleRunner
+
+
+def test_every_composition_paraphrase_runs_and_passes():
+    runner = ExampleRunner(default_rules())
+    results = [r for comp in load_lexicon().compositions for r in runner.run_composition(comp)]
+    assert results and all(r.ok for r in results), [r for r in results if not r.ok]
+    assert {r.kind for r in results} == {"match", "no_match"}
+
+
+def test_rules_test_runs_one_composition_by_id():
+    results = ExampleRunner(default_rules(), lexicon=load_lexicon()).run("lexicon.loss_nan")
+    assert results and {r.rule for r in results} == {"lexicon.loss_nan"}
+
+
+def test_composed_symptoms_are_knowledge_base_symptoms():
+    known = set(load_kb().symptoms)
+    assert {c.symptom for c in load_lexicon().compositions} <= known
+
+
+@pytest.mark.parametrize(("text", "symptom"), [
+    ("our loss quite often just turns into NaN after a restart", "s.loss_nan"),  # adverbs between
+    ("inf suddenly appears in the eval loss", "s.loss_nan"),  # the other word order
+    ("the perplexity curve jumps up sharply near step 12k", "s.loss_diverging"),  # 'the X curve' as subject
+    ("our job keeps freezing after the first evaluation", "s.hang"),  # -ing form
+    ("cuda memory slowly creeping up across epochs", "s.mem_allocated_rising"),  # growth verb
+    ("we run it over three A100 servers", "s.multi_node_job"),  # machine count
+    ("在 2 台 8 卡 H100 上训练", "s.multi_node_job"),  # a node count without 个
+])
+def test_concepts_compose_whatever_the_word_order(text: str, symptom: str):
+    x = extract({"description": text})
+    assert symptom in x.symptoms, sorted(x.symptoms)
+    assert any(rule.startswith("lexicon.") for rule in x.symptoms[symptom].rules)
+
+
+def test_an_oom_said_of_the_save_step_is_an_oom_at_checkpoint():
+    x = extract({"description": "we only see it at the very end: while saving the merged adapter it runs out of memory"})
+    assert {"s.cuda_oom", "s.oom_at_checkpoint", "s.phase_checkpoint"} <= set(x.symptoms)
+    host = extract({"description": "while saving the weights the host ran out of CPU memory"})
+    assert "s.cuda_oom" not in host.symptoms and "s.oom_at_checkpoint" not in host.symptoms
+
+
+def test_a_chinese_scope_cue_spans_an_english_message_and_keeps_the_rank():
+    text = "只有 6 号卡在加载权重以后 报 RuntimeError: CUDA error: unspecified launch failure，接着进程报错退出"
+    x = extract({"description": text})
+    obs = x.symptoms["s.scope_single_rank"]
+    assert "lexicon.only_device_fails" in obs.rules
+    assert any(line.fields.get("rank") == "6" for line in obs.lines)
+
+
+def test_reliability_comes_from_the_composition():
+    x = extract({"description": "all eight cards look underutilized during the epoch"})
+    assert x.symptoms["s.low_gpu_util"].rules == {"lexicon.gpus_idle"}
+    assert x.symptoms["s.low_gpu_util"].reliability == pytest.approx(0.6)
+
+
+def test_a_negated_composition_is_a_soft_no():
+    x = extract({"description": "with bf16 our loss never ends up as NaN"})
+    assert "s.loss_nan" not in x.symptoms
+    assert "s.loss_nan" in x.absent
+    assert x.absent_strength["s.loss_nan"] == pytest.approx(0.6)
+
+
+def test_a_negative_shaped_cue_is_not_a_negation():
+    x = extract({"description": "配置里开了 fp16，命令行又要 bf16，启动时提示两者不能同时开启"})
+    assert "lexicon.precision_conflict" in x.symptoms["s.fp16_and_bf16_enabled"].rules
+
+
+def test_an_exclusion_concept_stops_the_composition():
+    x = extract({"description": "the script freezes most of the vision layers and trains the adapter"})
+    assert "s.hang" not in x.symptoms
+
+
+def test_a_cue_for_the_opposite_says_no_unless_something_says_yes():
+    one = extract({"description": "this is one workstation with a pair of 4090s"})
+    assert "s.multi_node_job" in one.absent and "s.multi_node_job" not in one.symptoms
+    both = extract({"description": "fine on one workstation, broken across all nodes of the cluster"})
+    assert "s.multi_node_job" in both.symptoms and "s.multi_node_job" not in both.absent
+
+
+def test_problems_in_the_lexicon_file_are_reported_with_their_line(tmp_path: Path):
+    bad = tmp_path / "lexicon.yaml"
+    bad.write_text(
+        "sentence_breaks: '[.\\n]'\n"
+        "concepts:\n"
+        "  loss:\n"
+        "    en: ['loss(']\n"
+        "compositions:\n"
+        "  - id: lexicon.broken\n"
+        "    title: broken\n"
+        "    symptom: s.loss_nan\n"
+        "    all: [loss, nowhere]\n"
+        "    window: 10\n"
+        "    reliability: 1.5\n"
+        "    examples: {match: ['loss nan'], no_match: []}\n", encoding="utf-8")
+    lexicon, problems = _load(bad)
+    text = "\n".join(str(p) for p in problems)
+    assert "does not compile" in text and "unknown concept 'nowhere'" in text
+    assert "between 0 and 1" in text and "no_match" in text
+    assert any(p.line == 6 for p in problems)
+    assert lexicon is not None and not lexicon.compositions
+    with pytest.raises(KnowledgeError):
+        load_lexicon.__wrapped__(bad)
+
+
+def test_the_composer_reads_the_words_at_the_top_and_skips_blobs():
+    lexicon = load_lexicon()
+    filler = "INFO step 10 done\n" * (lexicon.max_chars // 18 + 10)
+    x = extract({"description": "our run keeps freezing near step 40k\n" + filler + "the gpu memory keeps growing"})
+    assert "lexicon.hang_subject_verb" in x.symptoms["s.hang"].rules
+    late = x.symptoms.get("s.mem_allocated_rising")
+    assert late is None or not any(r.startswith("lexicon.") for r in late.rules)  # past max_chars
+    blob = extract({"description": "x" * lexicon.max_line_chars + " the loss turns into NaN"})
+    assert "s.loss_nan" not in blob.symptoms or "lexicon.loss_nan" not in blob.symptoms["s.loss_nan"].rules
