@@ -61,7 +61,7 @@ def configure(cache_dir: Path) -> None:
 
 
 def _default_cache_dir() -> Path:
-    from api.settings import home  # the data directory; imported late to keep kb free of api at import
+    from kb.storage.settings import home  # the data directory
 
     return home() / "cache"
 
