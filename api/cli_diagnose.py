@@ -93,7 +93,7 @@ def _site_history():
     """
     from api.settings import home
 
-    if not (home() / "incidents.db").exists():  # the store's DB_FILE; importing the store costs ~0.4 s
+    if not (home(create=False) / "incidents.db").exists():  # the store's DB_FILE; importing the store costs ~0.4 s
         return None, None
     from kb.incidents.store import IncidentStore
 
