@@ -14,7 +14,6 @@ from typing import Any
 
 from kb.commands import steps as command_steps
 from kb.errors import DsdoctorError
-from kb.incidents.similar import for_diagnosis
 from kb.inference import EvidenceState, Ranking, engine_settings, rank
 from kb.model import KnowledgeBase, Text
 from kb.planner import plan
@@ -117,7 +116,11 @@ def diagnose_extraction(
     done = {exp for exp, _, _ in state.outcomes}
     steps = plan(kb, ranking.posterior, state.present, done, top=3)
     observed_ids = sorted(s for s in state.present if s in kb.symptoms)
-    similar_items = for_diagnosis(similar(observed_ids, description), observed_ids, _mechanisms_of(kb)) if similar else []
+    similar_items = []
+    if similar:
+        from kb.incidents.similar import for_diagnosis  # imports the index (whoosh): only with a store
+
+        similar_items = for_diagnosis(similar(observed_ids, description), observed_ids, _mechanisms_of(kb))
     return {
         "id": diagnosis_id or new_id(),
         "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

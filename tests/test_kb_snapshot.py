@@ -95,8 +95,10 @@ def test_a_small_diagnosis_from_snapshots_imports_neither_networkx_nor_marshmall
     assert first["rc"] == second["rc"] == 0, runs[0].stderr
     assert "marshmallow" in first["heavy"]  # the first run parses and validates the files
     assert second["heavy"] == []
-    assert sorted(p.name.split("-")[0] for p in (tmp_path / "home" / "cache").glob("*.pickle")) == \
+    # the command line caches in the user cache directory (conftest points XDG_CACHE_HOME into tmp_path)
+    assert sorted(p.name.split("-")[0] for p in (tmp_path / "user-cache" / "dsdoctor").glob("*.pickle")) == \
         ["kb", "rules", "settings"]
+    assert not (tmp_path / "home").exists()  # and leaves the server's data directory alone
 
 
 def test_the_command_line_looks_for_the_store_under_the_stores_own_file_name():

@@ -24,6 +24,8 @@ from typing import Any
 from whoosh.analysis import Composable, Token
 from whoosh.lang.porter import stem as _porter_stem
 
+from kb.storage import settings
+
 #: Han ideographs (CJK unified + extension A + compatibility).
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _TOKEN_RE = re.compile(
@@ -51,19 +53,11 @@ STOP_WORDS = ENGLISH_STOP_WORDS | CHINESE_STOP_WORDS
 
 _jieba_lock = threading.Lock()
 _jieba_tokenizer: Any = None
-_cache_dir: Path | None = None
 
 
 def configure(cache_dir: Path) -> None:
     """Put jieba's dictionary cache in ``cache_dir`` (call before the first Chinese text)."""
-    global _cache_dir
-    _cache_dir = Path(cache_dir)
-
-
-def _default_cache_dir() -> Path:
-    from kb.storage.settings import home  # the data directory
-
-    return home() / "cache"
+    settings.set_jieba_cache_dir(cache_dir)
 
 
 def _jieba() -> Any:
@@ -78,7 +72,7 @@ def _jieba() -> Any:
             import jieba
 
             jieba.setLogLevel(logging.WARNING)
-            cache_dir = _cache_dir or _default_cache_dir()
+            cache_dir = settings.jieba_cache_dir()
             cache_dir.mkdir(parents=True, exist_ok=True)
             tokenizer = jieba.Tokenizer()
             tokenizer.tmp_dir = str(cache_dir)

@@ -41,6 +41,21 @@ def cli_cache_dir() -> Path:
     return user_cache_path("dsdoctor", appauthor=False)
 
 
+_jieba_cache: Path | None = None
+
+
+def set_jieba_cache_dir(path: Path) -> None:
+    """Where jieba keeps its dictionary cache (set before the first Chinese text; here, not in the
+    analyzer, so that a command can choose it without importing the search index)."""
+    global _jieba_cache
+    _jieba_cache = Path(path)
+
+
+def jieba_cache_dir() -> Path:
+    """jieba's cache directory: the one set last, else ``DSDOCTOR_HOME/cache``."""
+    return _jieba_cache or home() / "cache"
+
+
 def kb_overlay_paths() -> list[Path]:
     """Overlay directories listed in ``DSDOCTOR_KB_PATH`` (':'-separated), in order."""
     raw = os.environ.get("DSDOCTOR_KB_PATH", "")
