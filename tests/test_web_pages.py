@@ -13,10 +13,10 @@ import pytest
 from markupsafe import escape
 
 from api.app import create_app
-from api.tokens import TokenStore
 from api.web import register_web
 from api.web.i18n import PHASE_NAMES, SCOPE_NAMES
 from api.web.security import CONTENT_SECURITY_POLICY, SECRET_FILE
+from kb.storage.tokens import TokenStore
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = "<script>alert(1)</script>"

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from flask import Flask, Response, request, session
 
-from api.tokens import hash_token
+from kb.storage.tokens import hash_token
 
 SECRET_FILE = "web-secret.key"
 SESSION_COOKIE = "dsdoctor_session"
