@@ -90,3 +90,17 @@ def admin_kill(url: str) -> None:
     with psycopg.connect(url, autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                       "WHERE application_name = 'dsdoctor' AND pid <> pg_backend_pid()")
+
+
+def test_a_database_gone_away_is_a_503_problem_not_a_500(pg_url, dsdoctor_home) -> None:
+    app = make_app(dsdoctor_home)
+    client = app.test_client()
+    did = client.post("/v1/diagnoses", json=EVIDENCE).get_json()["id"]
+    shared = backend.postgres(pg_url)
+    shared.url = "postgresql://postgres@127.0.0.1:1/gone"  # the server is unreachable from now on
+    admin_kill(pg_url)
+    for response in (client.get(f"/v1/diagnoses/{did}"), client.post("/v1/diagnoses", json=EVIDENCE),
+                     client.get("/readyz")):
+        assert response.status_code == 503 and response.mimetype == "application/problem+json", response.get_json()
+    assert "127.0.0.1:1" in client.get(f"/v1/diagnoses/{did}").get_json()["detail"]
+    app.extensions["dsdoctor"]["services"].close()

@@ -158,9 +158,13 @@ class PostgresBackend(Backend):
         try:
             return conn.execute(sql, params)
         except self._psycopg.OperationalError as exc:
+            failure = exc
             if not self._usable(conn) and sql.lstrip()[:6].upper() == "SELECT":
-                return self.conn.execute(sql, params)  # a new connection: reads are safe to repeat
-            raise StorageError(f"the database at {redact_url(self.url)} failed: {str(exc).strip()}") from None
+                try:
+                    return self.conn.execute(sql, params)  # a new connection: reads are safe to repeat
+                except self._psycopg.OperationalError as again:
+                    failure = again
+        raise StorageError(f"the database at {redact_url(self.url)} failed: {str(failure).strip()}")
 
     @contextmanager
     def transaction(self) -> Iterator[_PgConnection]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kb.storage import jsontext
-from kb.storage.backend import SqliteBackend
+from kb.storage.backend import SqliteBackend, StorageError
 from kb.storage.backend import for_file as backend_for
 
 FILE_NAME = "diagnoses.db"
@@ -242,5 +242,5 @@ class DiagnosisStore:
             self.backend.execute("BEGIN IMMEDIATE")
             self.backend.execute("ROLLBACK")
             return True
-        except (*self.backend.operational_errors, sqlite3.Error, OSError):
+        except (*self.backend.operational_errors, sqlite3.Error, OSError, StorageError):
             return False
