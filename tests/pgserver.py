@@ -39,11 +39,10 @@ def _free_port() -> int:
 class Cluster:
     """One PostgreSQL server: ``start()``, ``url(dbname)``, ``create_database()``, ``stop()``."""
 
-    def __init__(self, root: Path | None = None):
+    def __init__(self) -> None:
         self.bin = bindir()
-        # a folder of its own under /tmp: pytest's temporary folders are closed to the postgres user
-        self.root = root or Path(tempfile.mkdtemp(prefix="dsdoctor-pg-"))
-        self.data = self.root / "data"
+        self.root = Path()
+        self.data = Path()
         self.port = _free_port()
         self.user: str | None = "postgres" if os.geteuid() == 0 else None
 
@@ -66,7 +65,9 @@ class Cluster:
             raise RuntimeError(f"{args[0]} failed ({done.returncode}): {done.stderr.strip() or done.stdout.strip()}")
 
     def start(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
+        # a folder of its own under /tmp: pytest's temporary folders are closed to the postgres user
+        self.root = Path(tempfile.mkdtemp(prefix="dsdoctor-pg-"))
+        self.data = self.root / "data"
         if self.user is not None:
             shutil.chown(self.root, self.user)
             self.root.chmod(0o700)

@@ -104,3 +104,10 @@ def test_a_database_gone_away_is_a_503_problem_not_a_500(pg_url, dsdoctor_home) 
         assert response.status_code == 503 and response.mimetype == "application/problem+json", response.get_json()
     assert "127.0.0.1:1" in client.get(f"/v1/diagnoses/{did}").get_json()["detail"]
     app.extensions["dsdoctor"]["services"].close()
+
+
+def test_without_postgresql_the_tests_skip_saying_how_to_get_it(monkeypatch) -> None:
+    from tests import pgserver
+
+    monkeypatch.setattr(pgserver, "bindir", lambda: None)
+    assert "apt-get install postgresql" in pgserver.Cluster().unavailable()
