@@ -23,12 +23,16 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 run: $(VENV)/.installed
 	$(BIN)/dsdoctor serve --host $(HOST) --port $(PORT)
 
-# The browser tests drive Debian's Chromium; install it when missing (root with apt-get),
-# otherwise they skip and say so.
+# The browser tests drive Debian's Chromium and the store tests start their own PostgreSQL; install
+# them when missing (root with apt-get), otherwise those tests skip and say so.
 test: $(VENV)/.installed-test
 	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium fonts-noto-cjk >/dev/null; } || \
 	  echo "no chromium: browser tests will skip"
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends postgresql >/dev/null; } || \
+	  echo "no PostgreSQL: the PostgreSQL store tests will skip"
 	$(BIN)/python -m pytest
 
 lint: $(VENV)/.installed-test

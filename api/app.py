@@ -24,10 +24,10 @@ from api.origin import check_open_mode_origin
 from api.schemas import MetricValue, openapi_field_properties
 from api.services import Services
 from api.settings import home as default_home
-from api.store import DiagnosisStore
-from api.tokens import TokenStore
 from api.version import package_version
 from kb.errors import KnowledgeError
+from kb.storage.diagnoses import DiagnosisStore
+from kb.storage.tokens import TokenStore
 
 log = logging.getLogger("dsdoctor.api")
 

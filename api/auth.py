@@ -11,7 +11,6 @@ announces at start.
 from __future__ import annotations
 
 import hmac
-import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -19,7 +18,7 @@ from flask import current_app, g, request
 from flask_smorest import Blueprint
 
 from api.errors import ApiError
-from api.tokens import TokenInfo, TokenStore, hash_token, is_expired
+from kb.storage.tokens import TokenInfo, TokenStore, hash_token, is_expired
 
 F = TypeVar("F", bound=Callable[..., Any])
 REALM = 'Bearer realm="dsdoctor"'
@@ -38,19 +37,17 @@ def requires(scope: str) -> Callable[[F], F]:
 
 
 class Authenticator:
-    """Checks bearer tokens against the token store, re-reading it only when the file changes."""
+    """Checks bearer tokens against the token store, re-reading it only when its stamp changes."""
 
     def __init__(self, store: TokenStore, open_without_tokens: bool = True):
         self.store = store
         self.open_without_tokens = open_without_tokens
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[object, ...] | None = None
         self._rows: list[tuple[str, str, str, str, str, str | None]] = []
 
     def _current_rows(self) -> list[tuple[str, str, str, str, str, str | None]]:
-        try:
-            st = os.stat(self.store.path)
-            stamp = (st.st_mtime_ns, st.st_size)
-        except FileNotFoundError:
+        stamp = self.store.stamp()
+        if stamp is None:
             self._stamp, self._rows = None, []
             return []
         if stamp != self._stamp:

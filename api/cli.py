@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from api import cli_diagnose, cli_diagnoses, cli_incidents, cli_kb, cli_rules, cli_serve, cli_token
+from api import cli_db, cli_diagnose, cli_diagnoses, cli_incidents, cli_kb, cli_rules, cli_serve, cli_token
 from api.version import package_version
 from kb.errors import DsdoctorError, KnowledgeError
 
@@ -38,6 +38,7 @@ cli.add_command(cli_kb.kb)
 cli.add_command(cli_rules.rules)
 cli.add_command(cli_incidents.incidents)
 cli.add_command(cli_token.token)
+cli.add_command(cli_db.db)
 
 
 def main(argv: list[str] | None = None) -> int:

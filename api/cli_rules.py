@@ -55,15 +55,15 @@ def use_disk_cache() -> None:
     """Compiled Hyperscan databases, the loaded rules and knowledge base (kb/snapshot.py) and jieba's
     dictionary go to the user cache directory, so the next command starts fast (the server keeps its
     own under DSDOCTOR_HOME)."""
-    from api.settings import cli_cache_dir
-    from kb import jieba_cache, snapshot
+    from kb import snapshot
+    from kb.storage.settings import cli_cache_dir, set_jieba_cache_dir
     from rules.matcher import configure_disk_cache
 
     cache = cli_cache_dir()
     with contextlib.suppress(OSError):
         configure_disk_cache(cache / "rules")
         snapshot.configure(cache)
-    jieba_cache.configure(cache)
+    set_jieba_cache_dir(cache)  # not analyzer.configure: importing the analyzer imports whoosh
 
 
 def _ruleset(dirs: tuple[Path, ...]) -> tuple[Any, list[Any]]:

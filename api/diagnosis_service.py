@@ -10,8 +10,8 @@ from typing import Any
 from api import jsontext, metrics
 from api.errors import ApiError, field_error, validation_error
 from api.services import services
-from api.store import StoredDiagnosis
 from kb.redact import Redactions, redact_value
+from kb.storage.diagnoses import StoredDiagnosis
 
 MAX_RETRIES = 5
 

@@ -140,7 +140,7 @@ def run_server(host: str, port: int, workers: int, insecure: bool) -> None:
     """Start gunicorn with ``workers`` processes serving ``api.app:create_app()``."""
     from api.limits import max_body_bytes
     from api.settings import home as data_home
-    from api.tokens import TokenStore
+    from kb.storage.tokens import TokenStore
 
     home = data_home().resolve()
     os.environ["DSDOCTOR_HOME"] = str(home)

@@ -14,9 +14,9 @@ from flask import current_app
 
 from api.auth import Authenticator
 from api.errors import ApiError
-from api.store import DiagnosisStore
 from kb.errors import DsdoctorError, KnowledgeError
 from kb.model import KnowledgeBase
+from kb.storage.diagnoses import DiagnosisStore
 
 log = logging.getLogger("dsdoctor.api")
 SITE_COUNTS_TTL_S = 5.0

@@ -20,6 +20,7 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("bench.error_dense_bench", ["--ranks", "4096"], ["--ranks", "4096", "16384"]),
     ("bench.search_bench", ["--n", "5000"], ["--n", "100000"]),
     ("bench.api_bench", ["--seconds", "5"], []),
+    ("bench.fleet_bench", ["--seconds", "5"], []),
 ]
 
 

@@ -421,7 +421,7 @@ class Layer:
 def layers_for(overlays: Sequence[Path] | None = None, *, builtin: bool = True,
                data_dir: Path | None = None) -> list[Layer]:
     """The layers a load reads: base (``data_dir`` or built-in data, unless ``builtin`` is False), overlays."""
-    from api.settings import kb_overlay_paths
+    from kb.storage.settings import kb_overlay_paths
 
     base = data_dir if data_dir is not None else (DATA_DIR if builtin else None)
     extra = kb_overlay_paths() if overlays is None else list(overlays)
@@ -528,7 +528,7 @@ def get_kb(*, reload: bool = False) -> KnowledgeBase:
     ``reload=True`` reads the files again (unchanged files come from the parse cache); a change
     of ``DSDOCTOR_KB_PATH`` also triggers a reload. On error the previous knowledge base stays.
     """
-    from api.settings import kb_overlay_paths
+    from kb.storage.settings import kb_overlay_paths
 
     global _KB
     key = tuple(str(p) for p in kb_overlay_paths())

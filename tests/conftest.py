@@ -17,7 +17,41 @@ def dsdoctor_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
     monkeypatch.delenv("DSDOCTOR_CONFIG", raising=False)
     monkeypatch.delenv("DSDOCTOR_KB_PATH", raising=False)
+    monkeypatch.delenv("DSDOCTOR_DATABASE_URL", raising=False)
     return home
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """A PostgreSQL server of this test session on a loopback port (skips, saying why, when none can start)."""
+    from tests.pgserver import Cluster
+
+    cluster = Cluster()
+    why = cluster.unavailable()
+    if why:
+        pytest.skip(f"PostgreSQL tests skipped: {why}")
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def pg_url(pg_cluster, monkeypatch: pytest.MonkeyPatch):
+    """A fresh PostgreSQL database, named by DSDOCTOR_DATABASE_URL for the test."""
+    from kb.storage import backend
+
+    url = pg_cluster.create_database()
+    monkeypatch.setenv("DSDOCTOR_DATABASE_URL", url)
+    yield url
+    backend.forget(url)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_backend(request: pytest.FixtureRequest) -> str:
+    """Run a store test on both backends: the embedded SQLite files, then a fresh PostgreSQL database."""
+    if request.param == "postgresql":
+        request.getfixturevalue("pg_url")
+    return request.param
 
 
 @pytest.fixture(scope="session")

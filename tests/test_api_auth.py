@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from api.tokens import TokenStore
+from kb.storage.tokens import TokenStore
 from tests.test_api_support import EVIDENCE, assert_problem, make_app
 
 #: (method, url, scope the route needs)
@@ -30,7 +30,7 @@ OPEN = ["/healthz", "/readyz", "/metrics", "/openapi.json", "/docs"]
 
 
 @pytest.fixture
-def secured(dsdoctor_home):
+def secured(dsdoctor_home, store_backend):
     store = TokenStore(dsdoctor_home)
     tokens = {scope: store.create(scope.replace(":", "-"), scope)[0]
               for scope in ("diagnose", "incidents:read", "incidents:write", "admin")}
@@ -105,7 +105,7 @@ def test_revoked_token_stops_working_at_once(secured, dsdoctor_home) -> None:
     assert_problem(client.get("/v1/kb/causes", headers=headers), 401)
 
 
-def test_open_without_tokens_on_loopback(dsdoctor_home) -> None:
+def test_open_without_tokens_on_loopback(dsdoctor_home, store_backend) -> None:
     app = make_app(dsdoctor_home)
     client = app.test_client()
     assert client.get("/v1/kb/causes").status_code == 200

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from api.chatops import ChatContext, handle
-from api.store import DiagnosisStore
+from kb.storage.diagnoses import DiagnosisStore
 from tests.kbfactory import nan_kb
 from tests.test_api_support import EVIDENCE, api_app, assert_problem, client  # noqa: F401
 
@@ -20,6 +20,7 @@ def _post(client, job):
     return client.post("/v1/diagnoses", json={**EVIDENCE, "job": job})
 
 
+@pytest.mark.usefixtures("store_backend")
 def test_the_job_is_stored_returned_and_listed(client) -> None:
     created = _post(client, JOB)
     assert created.status_code == 201 and created.get_json()["job"] == JOB
@@ -30,6 +31,7 @@ def test_the_job_is_stored_returned_and_listed(client) -> None:
     assert client.get("/v1/diagnoses").get_json()["items"][0]["job"] == JOB
 
 
+@pytest.mark.usefixtures("store_backend")
 def test_listing_filters_by_job_id_and_cluster(client) -> None:
     ids = {}
     for job_id, cluster in (("1", "east"), ("2", "east"), ("3", "west")):

@@ -31,7 +31,7 @@ def endpoint_strings() -> list[str]:
 
 ENDPOINTS = endpoint_strings()
 SETTINGS = ["DSDOCTOR_HOME", "DSDOCTOR_MAX_BODY_MB", "DSDOCTOR_KB_PATH", "PROMETHEUS_MULTIPROC_DIR",
-            "DSDOCTOR_CONFIG", "DSDOCTOR_SERVER", "DSDOCTOR_TOKEN",
+            "DSDOCTOR_CONFIG", "DSDOCTOR_SERVER", "DSDOCTOR_TOKEN", "DSDOCTOR_DATABASE_URL", "dsdoctor db copy",
             "dsdoctor serve", "--host", "--port", "--workers", "--insecure",
             "dsdoctor token create", "dsdoctor token list", "dsdoctor token revoke", "--expires",
             "diagnose", "incidents:read", "incidents:write", "admin",

@@ -1,4 +1,5 @@
-"""Diagnoses persistence: SQLite in WAL mode, stable cursors, optimistic updates (api/store.py)."""
+"""Diagnoses persistence on both backends (SQLite in WAL mode, PostgreSQL): stable cursors, optimistic
+updates (kb/storage/diagnoses.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from api.store import DiagnosisStore, InvalidCursor, decode_cursor, encode_cursor
+from kb.storage.diagnoses import DiagnosisStore, InvalidCursor, decode_cursor, encode_cursor
 
 
 def _diagnosis(n: int, cause: str = "compute.lr_divergence") -> dict:
@@ -17,15 +18,16 @@ def _diagnosis(n: int, cause: str = "compute.lr_divergence") -> dict:
 
 
 @pytest.fixture
-def store(dsdoctor_home):
+def store(dsdoctor_home, store_backend):
     DiagnosisStore.initialise(dsdoctor_home)
     s = DiagnosisStore(dsdoctor_home)
     yield s
     s.close()
 
 
-def test_wal_mode_and_round_trip(store) -> None:
-    assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+def test_wal_mode_and_round_trip(store, store_backend) -> None:
+    if store_backend == "sqlite":
+        assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     evidence = {"description": "日本語 and 中文", "logs": [{"source": "r0", "text": "x" * 10_000}]}
     store.add(_diagnosis(1), evidence, lang="zh", top=3, created_at="2024-05-01T00:00:00Z")
     got = store.get("d0001")
@@ -41,13 +43,14 @@ def test_encoded_diagnoses_are_stored_as_text(store) -> None:
     from api import jsontext
 
     diagnosis = {**_diagnosis(2), "summary": {"verdict": "uncertain", "text": "显存碎片"}}
+    kind = "typeof" if store.backend.dialect == "sqlite" else "pg_typeof"
     store.add(diagnosis, {"description": "x"}, lang="zh", top=3, diagnosis_json=jsontext.dumps_bytes(diagnosis))
-    assert store.conn.execute("SELECT typeof(diagnosis) FROM diagnoses WHERE id = 'd0002'").fetchone()[0] == "text"
+    assert str(store.conn.execute(f"SELECT {kind}(diagnosis) FROM diagnoses WHERE id = 'd0002'").fetchone()[0]) == "text"
     assert store.get_json("d0002") == jsontext.dumps(diagnosis) and store.get("d0002").diagnosis == diagnosis
     stored = store.get("d0002")
     changed = {**diagnosis, "summary": {"verdict": "confident", "text": "换了"}}
     assert store.replace(stored, changed, stored.evidence, [], diagnosis_json=jsontext.dumps_bytes(changed))
-    assert store.conn.execute("SELECT typeof(diagnosis) FROM diagnoses WHERE id = 'd0002'").fetchone()[0] == "text"
+    assert str(store.conn.execute(f"SELECT {kind}(diagnosis) FROM diagnoses WHERE id = 'd0002'").fetchone()[0]) == "text"
     assert store.get("d0002").diagnosis == changed
 
 
@@ -90,8 +93,10 @@ def test_optimistic_replace(store) -> None:
     assert items[0]["top_cause"] == "data.corrupt_sample"
 
 
-def test_writable(store, dsdoctor_home) -> None:
+def test_writable(store, dsdoctor_home, store_backend) -> None:
     assert store.writable()
+    if store_backend == "postgresql":
+        return  # no file lock to hold: a primary is writable, a standby in recovery is not
     blocker = sqlite3.connect(dsdoctor_home / "diagnoses.db", isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")
     store.conn.execute("PRAGMA busy_timeout = 50")
@@ -107,7 +112,7 @@ def _writer(home: str, worker: int, count: int) -> None:
     s.close()
 
 
-def test_several_processes_write_at_once(dsdoctor_home) -> None:
+def test_several_processes_write_at_once(dsdoctor_home, store_backend) -> None:
     DiagnosisStore.initialise(dsdoctor_home)
     ctx = multiprocessing.get_context("fork")
     procs = [ctx.Process(target=_writer, args=(str(dsdoctor_home), w, 40)) for w in range(4)]

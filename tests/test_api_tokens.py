@@ -1,4 +1,5 @@
-"""API tokens: stored as hashes only, created/listed/revoked from the CLI (api/tokens.py, api/cli_token.py)."""
+"""API tokens on both backends: stored as hashes only, created/listed/revoked from the CLI
+(kb/storage/tokens.py, api/cli_token.py)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ import sqlite3
 import pytest
 
 from api.cli import main
-from api.tokens import SCOPES, TokenStore, hash_token, parse_scopes
 from kb.errors import DsdoctorError
+from kb.storage.tokens import SCOPES, TokenStore, hash_token, parse_scopes
 
 
-def test_create_verify_revoke(dsdoctor_home) -> None:
+def test_create_verify_revoke(dsdoctor_home, store_backend) -> None:
     store = TokenStore(dsdoctor_home)
     assert store.count() == 0 and store.list() == []
     secret, info = store.create("ci", "diagnose,incidents:read")
@@ -34,7 +35,7 @@ def test_only_the_hash_is_stored(dsdoctor_home) -> None:
     assert rows == [(hash_token(secret),)]
 
 
-def test_admin_carries_every_scope(dsdoctor_home) -> None:
+def test_admin_carries_every_scope(dsdoctor_home, store_backend) -> None:
     _, info = TokenStore(dsdoctor_home).create("root", "admin")
     assert all(info.allows(scope) for scope in SCOPES)
     _, reader = TokenStore(dsdoctor_home).create("reader", "incidents:read")
@@ -49,7 +50,7 @@ def test_scope_errors_name_the_valid_scopes(raw: str, message: str) -> None:
     assert "incidents:write" in str(caught.value)
 
 
-def test_duplicate_and_bad_names(dsdoctor_home) -> None:
+def test_duplicate_and_bad_names(dsdoctor_home, store_backend) -> None:
     store = TokenStore(dsdoctor_home)
     store.create("ci", "diagnose")
     with pytest.raises(DsdoctorError, match="exists"):
@@ -60,7 +61,7 @@ def test_duplicate_and_bad_names(dsdoctor_home) -> None:
         store.revoke("nope")
 
 
-def test_cli_prints_the_token_once_on_the_last_line(dsdoctor_home, capsys) -> None:
+def test_cli_prints_the_token_once_on_the_last_line(dsdoctor_home, store_backend, capsys) -> None:
     assert main(["token", "create", "--name", "pipeline", "--scope", "diagnose", "--scope", "incidents:write"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     secret = out[-1]
@@ -86,7 +87,7 @@ def test_issue14_tokens_may_expire(dsdoctor_home, capsys) -> None:
     import sqlite3
 
     from api.cli import main
-    from api.tokens import parse_duration
+    from kb.storage.tokens import parse_duration
 
     assert parse_duration("30d") == dt.timedelta(days=30) and parse_duration("90m") == dt.timedelta(minutes=90)
     for bad in ("30", "0d", "d", "3y", "-1d"):

@@ -12,7 +12,7 @@ import pytest
 from werkzeug.serving import make_server
 
 from api.cli import main
-from api.tokens import TokenStore
+from kb.storage.tokens import TokenStore
 from tests.test_api_support import NAN_LOG, make_app
 
 

@@ -98,6 +98,7 @@ def test_a_small_diagnosis_from_snapshots_imports_neither_networkx_nor_marshmall
     assert second["heavy"] == []
     assert sorted(p.name.split("-")[0] for p in (tmp_path / "cache" / "dsdoctor").glob("*.pickle")) == \
         ["kb", "rules", "settings"]
+    assert not (tmp_path / "home").exists()  # and leaves the server's data directory alone
 
 
 def test_the_command_line_looks_for_the_store_under_the_stores_own_file_name():

@@ -13,10 +13,10 @@ import pytest
 from markupsafe import escape
 
 from api.app import create_app
-from api.tokens import TokenStore
 from api.web import register_web
 from api.web.i18n import PHASE_NAMES, SCOPE_NAMES
 from api.web.security import CONTENT_SECURITY_POLICY, SECRET_FILE
+from kb.storage.tokens import TokenStore
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = "<script>alert(1)</script>"
@@ -570,7 +570,7 @@ def test_pages_are_open_without_tokens_on_loopback(client):
     assert response.status_code == 200 and "Open mode" in response.get_data(as_text=True)
 
 
-def test_pages_need_a_token_when_tokens_exist(home, real_kb):
+def test_pages_need_a_token_when_tokens_exist(home, real_kb, store_backend):
     tokens = TokenStore(home)
     reader, _ = tokens.create("reader", "incidents:read")
     writer, _ = tokens.create("writer", "admin")
@@ -619,6 +619,26 @@ def test_login_never_redirects_off_site(home, real_kb, target):
     client = make_app(home, real_kb).test_client()
     response = client.post("/login", data={"csrf_token": csrf_of(client, "/login"), "token": secret, "next": target})
     assert response.status_code == 303 and response.headers["Location"] == "/"
+
+
+def test_a_browser_signed_in_on_one_replica_is_signed_in_on_all(home, real_kb, pg_url, template_home, tmp_path):
+    """Two replicas with their own data directories on one PostgreSQL share the session key and the
+    session records: sign in through one, browse through the other, sign out anywhere."""
+    other = tmp_path / "replica-b"
+    shutil.copytree(template_home, other)
+    secret, _ = TokenStore(home).create("fleet-user", "admin")
+    a, b = make_app(home, real_kb), make_app(other, real_kb)
+    assert a.config["SECRET_KEY"] == b.config["SECRET_KEY"] and not (home / SECRET_FILE).exists()
+    browser = a.test_client()
+    browser.post("/login", data={"csrf_token": csrf_of(browser, "/login"), "token": secret, "next": "/"})
+    cookie = browser.get_cookie("dsdoctor_session")
+    on_b = b.test_client()
+    on_b.set_cookie("dsdoctor_session", cookie.value)
+    assert on_b.get("/diagnoses/new").status_code == 200  # replica B knows the session A started
+    assert on_b.post("/logout", data={"csrf_token": csrf_of(on_b)}).status_code == 303
+    assert browser.get("/diagnoses/new").status_code == 302  # signed out on B: ended on A too
+    for app in (a, b):
+        app.extensions["dsdoctor"]["services"].close()
 
 
 def test_session_key_is_made_once_and_private(home, real_kb):

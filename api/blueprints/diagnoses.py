@@ -26,8 +26,8 @@ from api.schemas import (
     explain_errors,
 )
 from api.services import services
-from api.store import InvalidCursor
 from api.uploads import evidence_from_form, is_multipart, json_body, request_evidence
+from kb.storage.diagnoses import InvalidCursor
 
 blp = Blueprint("diagnoses", __name__, url_prefix="/v1/diagnoses",
                 description="Diagnose evidence of a failed job; add observations; record it as an incident.")

@@ -15,7 +15,7 @@ from marshmallow import ValidationError as SchemaError
 from api import diagnosis_service
 from api.schemas import EvidenceSchema, explain_errors
 from api.services import services
-from api.store import StoredDiagnosis
+from kb.storage.diagnoses import StoredDiagnosis
 
 _EVIDENCE = EvidenceSchema()
 

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 from flask import Flask, Response, session
 from flask_wtf.csrf import CSRFError, CSRFProtect, generate_csrf
 
-from api.tokens import hash_token
+from kb.storage.tokens import hash_token
 
 SECRET_FILE = "web-secret.key"
 SESSION_COOKIE = "dsdoctor_session"
@@ -49,10 +49,16 @@ SECURITY_HEADERS = {
 
 
 def load_secret_key(home: Path) -> bytes:
-    """The session signing key of this data directory, created (0600) on first use.
+    """The session signing key of this data directory, created (0600) on first use; on PostgreSQL the one
+    key of the fleet, so a cookie signed by one replica is good on every replica.
 
     Safe when several workers start at once: the first to create the file wins, the others read it.
     """
+    from api.web.sessions import shared_secret_key
+
+    shared = shared_secret_key()
+    if shared is not None:
+        return shared
     path = Path(home) / SECRET_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     try:

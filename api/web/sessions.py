@@ -2,9 +2,10 @@
 
 The session cookie is Flask's signed cookie; on its own, a copy of it stays valid after the
 browser signs out. Each sign-in therefore records a random session id here
-(``DSDOCTOR_HOME/web-sessions.db``, only the id's SHA-256 stored); a page is served to a cookie
+(``DSDOCTOR_HOME/web-sessions.db``, or the fleet's PostgreSQL; only the id's SHA-256 stored); a page is served to a cookie
 only while its id is recorded, younger than ``MAX_AGE``, and for the token it was made with.
-Signing out deletes the record: the copied cookie stops working at once, in every worker.
+Signing out deletes the record: the copied cookie stops working at once, in every worker (and, on
+PostgreSQL, on every replica).
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import secrets
-import sqlite3
 from pathlib import Path
+
+from kb.storage.backend import Backend, SqliteBackend, postgres
+from kb.storage.backend import for_file as backend_for
+from kb.storage.settings import database_url
 
 FILE_NAME = "web-sessions.db"
 MAX_AGE = dt.timedelta(days=7)
@@ -30,49 +34,51 @@ def _stamp(moment: dt.datetime) -> str:
 
 
 class SessionStore:
-    """The server-side record of signed-in sessions of one data directory."""
+    """The server-side record of signed-in sessions of one data directory (or of the fleet)."""
 
     def __init__(self, home: Path):
         self.path = Path(home) / FILE_NAME
+        self.backend = backend_for(home, FILE_NAME)
+        self.table = "sessions" if isinstance(self.backend, SqliteBackend) else "web_sessions"
 
-    def _connect(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
-        conn.execute("PRAGMA busy_timeout = 10000")
-        conn.execute(_SCHEMA)
-        return conn
+    def _ready(self) -> Backend:
+        if isinstance(self.backend, SqliteBackend):
+            self.backend.execute(_SCHEMA)
+        return self.backend
 
     def start(self, token_sha256: str) -> str:
         """Record a new session for a token; return its id (kept in the cookie). Expired ones go."""
         session_id = secrets.token_urlsafe(32)
         now = dt.datetime.now(dt.UTC)
-        conn = self._connect()
-        try:
-            conn.execute("DELETE FROM sessions WHERE created_at < ?", (_stamp(now - MAX_AGE),))
-            conn.execute("INSERT INTO sessions VALUES (?, ?, ?)", (_digest(session_id), token_sha256, _stamp(now)))
-        finally:
-            conn.close()
+        db = self._ready()
+        db.execute(f"DELETE FROM {self.table} WHERE created_at < ?", (_stamp(now - MAX_AGE),))
+        db.execute(f"INSERT INTO {self.table} (id_sha256, token_sha256, created_at) VALUES (?, ?, ?)",
+                   (_digest(session_id), token_sha256, _stamp(now)))
         return session_id
 
     def valid(self, session_id: str, token_sha256: str) -> bool:
         """True while the session is recorded, younger than MAX_AGE and made for this token."""
-        if not self.path.exists():
+        if not self.backend.exists():
             return False
-        conn = self._connect()
-        try:
-            row = conn.execute("SELECT token_sha256, created_at FROM sessions WHERE id_sha256 = ?",
-                               (_digest(session_id),)).fetchone()
-        finally:
-            conn.close()
+        row = self._ready().execute(f"SELECT token_sha256, created_at FROM {self.table} WHERE id_sha256 = ?",
+                                    (_digest(session_id),)).fetchone()
         oldest = _stamp(dt.datetime.now(dt.UTC) - MAX_AGE)
         return row is not None and secrets.compare_digest(row[0], token_sha256) and row[1] >= oldest
 
     def end(self, session_id: str) -> None:
         """Forget a session (sign-out)."""
-        if not self.path.exists():
+        if not self.backend.exists():
             return
-        conn = self._connect()
-        try:
-            conn.execute("DELETE FROM sessions WHERE id_sha256 = ?", (_digest(session_id),))
-        finally:
-            conn.close()
+        self._ready().execute(f"DELETE FROM {self.table} WHERE id_sha256 = ?", (_digest(session_id),))
+
+
+def shared_secret_key() -> bytes | None:
+    """The fleet's session signing key from PostgreSQL (made by the first replica to ask), or None on the
+    embedded store, where each data directory keeps its own key file."""
+    url = database_url()
+    if not url:
+        return None
+    db = postgres(url)
+    db.execute("INSERT INTO web_secret (id, key_hex) VALUES (1, ?) ON CONFLICT (id) DO NOTHING",
+               (secrets.token_bytes(32).hex(),))
+    return bytes.fromhex(db.execute("SELECT key_hex FROM web_secret WHERE id = 1").fetchone()[0])

@@ -405,7 +405,7 @@ def _form_fields() -> dict[str, str]:
 @needs("diagnose")
 def diagnoses():
     """Stored diagnoses, newest first (cursor pages)."""
-    from api.store import InvalidCursor
+    from kb.storage.diagnoses import InvalidCursor
 
     try:
         items, next_cursor = services().diagnoses().list(limit=PAGE_SIZE, cursor=request.args.get("cursor") or None)

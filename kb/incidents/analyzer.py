@@ -24,7 +24,7 @@ from typing import Any
 from whoosh.analysis import Composable, Token
 from whoosh.lang.porter import stem as _porter_stem
 
-from kb import jieba_cache
+from kb.storage import settings
 
 #: Han ideographs (CJK unified + extension A + compatibility).
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
@@ -57,13 +57,7 @@ _jieba_tokenizer: Any = None
 
 def configure(cache_dir: Path) -> None:
     """Put jieba's dictionary cache in ``cache_dir`` (call before the first Chinese text)."""
-    jieba_cache.configure(cache_dir)
-
-
-def _default_cache_dir() -> Path:
-    from api.settings import home  # the data directory; imported late to keep kb free of api at import
-
-    return home() / "cache"
+    settings.set_jieba_cache_dir(cache_dir)
 
 
 def _jieba() -> Any:
@@ -78,7 +72,7 @@ def _jieba() -> Any:
             import jieba
 
             jieba.setLogLevel(logging.WARNING)
-            cache_dir = jieba_cache.directory() or _default_cache_dir()
+            cache_dir = settings.jieba_cache_dir()
             cache_dir.mkdir(parents=True, exist_ok=True)
             tokenizer = jieba.Tokenizer()
             tokenizer.tmp_dir = str(cache_dir)

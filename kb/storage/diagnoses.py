@@ -1,4 +1,5 @@
-"""Diagnoses kept by the API: SQLite in ``DSDOCTOR_HOME/diagnoses.db`` (WAL, safe with many workers).
+"""Diagnoses kept by the API: SQLite in ``DSDOCTOR_HOME/diagnoses.db`` (WAL, safe with many workers),
+or the shared PostgreSQL database of a fleet (``DSDOCTOR_DATABASE_URL``).
 
 Each row holds the diagnosis as returned, the redacted evidence it was computed from
 (zlib-compressed JSON, so observations can re-run it) and the history of observations.
@@ -13,13 +14,14 @@ import binascii
 import datetime as dt
 import json
 import sqlite3
-import threading
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from api import jsontext
+from kb.storage import jsontext
+from kb.storage.backend import SqliteBackend, StorageError
+from kb.storage.backend import for_file as backend_for
 
 FILE_NAME = "diagnoses.db"
 SCHEMA_VERSION = 2
@@ -96,6 +98,11 @@ def _unpack(blob: bytes) -> dict[str, Any]:
     return json.loads(zlib.decompress(blob).decode("utf-8"))
 
 
+def _text(diagnosis: dict[str, Any], encoded: bytes | None) -> str:
+    """The diagnosis as JSON text (stored as text on both backends, so reads need no decoding)."""
+    return (encoded or jsontext.dumps_bytes(diagnosis)).decode("utf-8")
+
+
 def _top(diagnosis: dict[str, Any]) -> tuple[str | None, float | None]:
     causes = diagnosis.get("causes") or []
     return (causes[0]["id"], causes[0]["probability"]) if causes else (None, None)
@@ -119,64 +126,41 @@ def _add_job_columns(conn: sqlite3.Connection) -> None:
     conn.executescript(_JOB_INDEXES)
 
 
-_local = threading.local()
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, timeout=15, isolation_level=None)
-    conn.execute("PRAGMA busy_timeout = 15000")
-    conn.execute("PRAGMA synchronous = NORMAL")  # WAL: durable at checkpoints, never corrupt
-    return conn
-
-
-def thread_connection(path: Path) -> sqlite3.Connection:
-    """This thread's connection to ``path``, kept open: closing the last connection of a WAL
-    database checkpoints it, which would cost a sync on every request."""
-    conns: dict[Path, sqlite3.Connection] | None = getattr(_local, "conns", None)
-    if conns is None:
-        conns = _local.conns = {}
-    conn = conns.get(path)
-    if conn is None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        conn = conns[path] = _connect(path)
-    return conn
-
-
-def close_thread_connection(path: Path) -> None:
-    """Close this thread's connection to ``path`` (tests, shutdown)."""
-    conn = getattr(_local, "conns", {}).pop(path, None)
-    if conn is not None:
-        conn.close()
+def _sqlite_initialise(conn: sqlite3.Connection) -> None:
+    if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+        conn.execute("PRAGMA journal_mode = WAL")
+    conn.executescript(_SCHEMA)
+    _add_job_columns(conn)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
 class DiagnosisStore:
-    """The diagnoses database of a data directory, through this thread's connection."""
+    """The diagnoses of a data directory (``diagnoses.db``), or of the shared PostgreSQL database when
+    ``DSDOCTOR_DATABASE_URL`` is set, through this thread's connection."""
 
     def __init__(self, home: Path):
+        self.backend = backend_for(home, FILE_NAME)
         self.path = Path(home) / FILE_NAME
 
     @classmethod
     def initialise(cls, home: Path) -> None:
-        """Create the database (WAL mode) and its tables if missing; safe to race between workers."""
-        path = Path(home) / FILE_NAME
-        path.parent.mkdir(parents=True, exist_ok=True)
-        conn = _connect(path)
-        try:
-            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                conn.execute("PRAGMA journal_mode = WAL")
-            conn.executescript(_SCHEMA)
-            _add_job_columns(conn)
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        finally:
-            conn.close()
+        """Create the database (WAL mode) and its tables if missing; safe to race between workers
+        (PostgreSQL: the migrations ran when the backend opened)."""
+        backend = backend_for(home, FILE_NAME)
+        if isinstance(backend, SqliteBackend):
+            conn = backend._open()
+            try:
+                _sqlite_initialise(conn)
+            finally:
+                conn.close()
 
     @property
-    def conn(self) -> sqlite3.Connection:
-        return thread_connection(self.path)
+    def conn(self) -> Any:
+        return self.backend.conn
 
     def close(self) -> None:
         """Close this thread's connection (the next use opens a new one)."""
-        close_thread_connection(self.path)
+        self.backend.close()
 
     def add(self, diagnosis: dict[str, Any], evidence: dict[str, Any], *, lang: str, top: int,
             created_at: str | None = None, diagnosis_json: bytes | None = None) -> None:
@@ -186,17 +170,17 @@ class DiagnosisStore:
         it is stored as text."""
         now = created_at or utc_now()
         cause, probability = _top(diagnosis)
-        self.conn.execute(
+        self.backend.execute(
             "INSERT INTO diagnoses (id, created_at, updated_at, top_cause, top_probability, verdict, summary, lang, "
             "top_n, evidence, diagnosis, history, job_id, cluster, job) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS TEXT), ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (diagnosis["id"], now, now, cause, probability, (diagnosis.get("summary") or {}).get("verdict"),
              (diagnosis.get("summary") or {}).get("text", ""), lang, top, _pack(evidence),
-             diagnosis_json or jsontext.dumps_bytes(diagnosis), "[]", *_job(diagnosis)),
+             _text(diagnosis, diagnosis_json), "[]", *_job(diagnosis)),
         )
 
     def get(self, diagnosis_id: str) -> StoredDiagnosis | None:
-        row = self.conn.execute(
+        row = self.backend.execute(
             "SELECT id, created_at, updated_at, lang, top_n, version, evidence, diagnosis, history "
             "FROM diagnoses WHERE id = ?", (diagnosis_id,)).fetchone()
         if row is None:
@@ -207,19 +191,19 @@ class DiagnosisStore:
 
     def get_json(self, diagnosis_id: str) -> str | None:
         """The stored diagnosis as JSON text (no parsing on the read path)."""
-        row = self.conn.execute("SELECT diagnosis FROM diagnoses WHERE id = ?", (diagnosis_id,)).fetchone()
+        row = self.backend.execute("SELECT diagnosis FROM diagnoses WHERE id = ?", (diagnosis_id,)).fetchone()
         return row[0] if row else None
 
     def replace(self, stored: StoredDiagnosis, diagnosis: dict[str, Any], evidence: dict[str, Any],
                 history: list[dict[str, Any]], diagnosis_json: bytes | None = None) -> bool:
         """Write a re-run diagnosis if nobody else changed it since ``stored`` was read (optimistic lock)."""
         cause, probability = _top(diagnosis)
-        cursor = self.conn.execute(
+        cursor = self.backend.execute(
             "UPDATE diagnoses SET updated_at = ?, top_cause = ?, top_probability = ?, verdict = ?, summary = ?, "
-            "version = version + 1, evidence = ?, diagnosis = CAST(? AS TEXT), history = ? WHERE id = ? AND version = ?",
+            "version = version + 1, evidence = ?, diagnosis = ?, history = ? WHERE id = ? AND version = ?",
             (utc_now(), cause, probability,
              (diagnosis.get("summary") or {}).get("verdict"), (diagnosis.get("summary") or {}).get("text", ""),
-             _pack(evidence), diagnosis_json or jsontext.dumps_bytes(diagnosis),
+             _pack(evidence), _text(diagnosis, diagnosis_json),
              jsontext.dumps(history), stored.id, stored.version),
         )
         return cursor.rowcount == 1
@@ -240,7 +224,7 @@ class DiagnosisStore:
             params.append(since)
         sql = ("SELECT seq, id, created_at, updated_at, top_cause, top_probability, verdict, summary, lang, job "
                "FROM diagnoses" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY seq DESC LIMIT ?")
-        rows = self.conn.execute(sql, [*params, limit + 1]).fetchall()
+        rows = self.backend.execute(sql, [*params, limit + 1]).fetchall()
         items = [
             {"id": did, "created_at": created, "updated_at": updated, "top_cause": cause,
              "top_probability": probability, "verdict": verdict, "summary": summary, "lang": lang,
@@ -253,8 +237,10 @@ class DiagnosisStore:
     def writable(self) -> bool:
         """True when a write transaction can be opened (and is rolled back)."""
         try:
-            self.conn.execute("BEGIN IMMEDIATE")
-            self.conn.execute("ROLLBACK")
+            if self.backend.dialect == "postgresql":
+                return not self.backend.execute("SELECT pg_is_in_recovery()").fetchone()[0]
+            self.backend.execute("BEGIN IMMEDIATE")
+            self.backend.execute("ROLLBACK")
             return True
-        except sqlite3.Error:
+        except (*self.backend.operational_errors, sqlite3.Error, OSError, StorageError):
             return False

@@ -1,4 +1,5 @@
-"""API bearer tokens: created once, stored only as SHA-256 hashes in ``DSDOCTOR_HOME/tokens.db``.
+"""API bearer tokens: created once, stored only as SHA-256 hashes in ``DSDOCTOR_HOME/tokens.db`` (or the
+shared PostgreSQL database of a fleet).
 
 A token is ``dsd_`` plus 32 random bytes (URL-safe base64): with that much entropy a plain
 SHA-256 is as good as a slow password hash. Verification compares the hash with every stored
@@ -12,6 +13,7 @@ import contextlib
 import datetime as dt
 import hashlib
 import hmac
+import os
 import re
 import secrets
 import sqlite3
@@ -19,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kb.errors import DsdoctorError
+from kb.storage.backend import Backend, SqliteBackend
+from kb.storage.backend import for_file as backend_for
 
 SCOPES = ("diagnose", "incidents:read", "incidents:write", "admin")
 TOKEN_PREFIX = "dsd_"
@@ -88,20 +92,25 @@ def parse_scopes(raw: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
 
 
 class TokenStore:
-    """The token table of one data directory."""
+    """The token table of one data directory (``tokens.db``), or of the shared PostgreSQL database."""
 
     def __init__(self, home: Path):
         self.path = Path(home) / FILE_NAME
+        self.backend = backend_for(home, FILE_NAME)
 
-    def _connect(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
-        conn.execute("PRAGMA busy_timeout = 10000")
-        conn.execute(_SCHEMA)
-        if "expires_at" not in {row[1] for row in conn.execute("PRAGMA table_info(tokens)")}:
-            with contextlib.suppress(sqlite3.OperationalError):  # another process added it meanwhile
-                conn.execute("ALTER TABLE tokens ADD COLUMN expires_at TEXT")  # a tokens.db from before expiries
-        return conn
+    def _ready(self) -> Backend:
+        """The backend with its table present (SQLite: created on first use, as before)."""
+        if isinstance(self.backend, SqliteBackend):
+            conn = self.backend.conn
+            conn.execute(_SCHEMA)
+            if "expires_at" not in {row[1] for row in conn.execute("PRAGMA table_info(tokens)")}:
+                with contextlib.suppress(sqlite3.OperationalError):  # another process added it meanwhile
+                    conn.execute("ALTER TABLE tokens ADD COLUMN expires_at TEXT")  # a tokens.db from before expiries
+        return self.backend
+
+    def close(self) -> None:
+        """Close this thread's connection (the next use opens a new one)."""
+        self.backend.close()
 
     def create(self, name: str, scopes: str | list[str] | tuple[str, ...], expires_in: dt.timedelta | None = None
                ) -> tuple[str, TokenInfo]:
@@ -115,74 +124,65 @@ class TokenStore:
         expires = (now + expires_in).strftime("%Y-%m-%dT%H:%M:%SZ") if expires_in else None
         info = TokenInfo(name=name, scopes=scope_list, prefix=token[:8], created_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
                          expires_at=expires)
-        conn = self._connect()
+        backend = self._ready()
         try:
-            conn.execute("INSERT INTO tokens (name, hash, prefix, scopes, created_at, expires_at) "
-                         "VALUES (?, ?, ?, ?, ?, ?)",
-                         (name, hash_token(token), info.prefix, ",".join(scope_list), info.created_at, expires))
-        except sqlite3.IntegrityError:
+            backend.execute("INSERT INTO tokens (name, hash, prefix, scopes, created_at, expires_at) "
+                            "VALUES (?, ?, ?, ?, ?, ?)",
+                            (name, hash_token(token), info.prefix, ",".join(scope_list), info.created_at, expires))
+        except backend.integrity_errors:
             raise DsdoctorError(f"a token named {name!r} exists; revoke it first (dsdoctor token revoke {name}) "
                                 "or pick another name") from None
-        finally:
-            conn.close()
         return token, info
 
     def list(self) -> list[TokenInfo]:
         """Every active token, oldest first."""
-        if not self.path.exists():
+        if not self.backend.exists():
             return []
-        conn = self._connect()
-        try:
-            rows = conn.execute("SELECT name, scopes, created_at, prefix, expires_at FROM tokens "
-                                "ORDER BY created_at, name")
-            return [TokenInfo(name, tuple(scopes.split(",")), created, prefix, expires)
-                    for name, scopes, created, prefix, expires in rows]
-        finally:
-            conn.close()
+        rows = self._ready().execute("SELECT name, scopes, created_at, prefix, expires_at FROM tokens "
+                                     "ORDER BY created_at, name").fetchall()
+        return [TokenInfo(name, tuple(scopes.split(",")), created, prefix, expires)
+                for name, scopes, created, prefix, expires in rows]
 
     def revoke(self, name: str) -> None:
         """Delete a token; requests using it fail from then on."""
-        conn = self._connect()
-        try:
-            if conn.execute("DELETE FROM tokens WHERE name = ?", (name,)).rowcount == 0:
-                known = [r[0] for r in conn.execute("SELECT name FROM tokens ORDER BY name")]
-                raise DsdoctorError(f"no token named {name!r}; tokens: {', '.join(known) or '(none)'}")
-        finally:
-            conn.close()
+        backend = self._ready()
+        if backend.execute("DELETE FROM tokens WHERE name = ?", (name,)).rowcount == 0:
+            known = [r[0] for r in backend.execute("SELECT name FROM tokens ORDER BY name").fetchall()]
+            raise DsdoctorError(f"no token named {name!r}; tokens: {', '.join(known) or '(none)'}")
 
     def count(self) -> int:
         """How many tokens exist (0 means the API runs open on a loopback address)."""
-        if not self.path.exists():
+        if not self.backend.exists():
             return 0
-        conn = self._connect()
-        try:
-            return int(conn.execute("SELECT count(*) FROM tokens").fetchone()[0])
-        finally:
-            conn.close()
+        return int(self._ready().execute("SELECT count(*) FROM tokens").fetchone()[0])
 
     def verify(self, token: str) -> TokenInfo | None:
         """The token's info when it is valid, else None (constant-time comparison)."""
-        if not self.path.exists():
-            return None
         wanted = hash_token(token)
-        conn = self._connect()
-        try:
-            rows = conn.execute("SELECT name, hash, scopes, created_at, prefix, expires_at FROM tokens").fetchall()
-        finally:
-            conn.close()
         match: TokenInfo | None = None
         now = _now()
-        for name, stored, scopes, created, prefix, expires in rows:
+        for name, stored, scopes, created, prefix, expires in self.snapshot():
             if hmac.compare_digest(stored, wanted) and not is_expired(expires, now):
                 match = TokenInfo(name, tuple(scopes.split(",")), created, prefix, expires)
         return match
 
+    def stamp(self) -> tuple[object, ...] | None:
+        """Changes whenever a token is created or revoked, by any process or replica (None: no tokens
+        were ever stored). SQLite: the file's mtime and size; PostgreSQL: a digest of the hashes, one
+        small query, so a token revoked through one replica stops working on every replica at once."""
+        if isinstance(self.backend, SqliteBackend):
+            try:
+                st = os.stat(self.path)
+            except FileNotFoundError:
+                return None
+            return st.st_mtime_ns, st.st_size
+        row = self.backend.execute("SELECT count(*), COALESCE(md5(string_agg(name || ':' || hash || ':' || "
+                                   "COALESCE(expires_at, ''), ',' ORDER BY name)), '') FROM tokens").fetchone()
+        return tuple(row) if row[0] else None
+
     def snapshot(self) -> list[tuple[str, str, str, str, str, str | None]]:
         """All rows (name, hash, scopes, created_at, prefix, expires_at) for an in-process cache."""
-        if not self.path.exists():
+        if not self.backend.exists():
             return []
-        conn = self._connect()
-        try:
-            return conn.execute("SELECT name, hash, scopes, created_at, prefix, expires_at FROM tokens").fetchall()
-        finally:
-            conn.close()
+        rows = self._ready().execute("SELECT name, hash, scopes, created_at, prefix, expires_at FROM tokens").fetchall()
+        return [tuple(row) for row in rows]

@@ -1,0 +1,130 @@
+"""Many replicas on one PostgreSQL: 8 writers across 3 `dsdoctor serve` processes, each with its own
+data directory (no shared disk), one of them SIGKILLed mid-run. Every acknowledged diagnosis is
+stored once and readable through every surviving replica; a token made once is seen by all."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import psycopg
+import pytest
+
+from tests.test_api_serve import ROOT, free_port, wait_healthy
+from tests.test_api_support import EVIDENCE
+
+pytestmark = pytest.mark.slow
+WRITERS, PER_WRITER, REPLICAS, KILLED = 8, 24, 3, 2
+
+
+def _start(home, port: int, url: str) -> subprocess.Popen:
+    env = {**os.environ, "DSDOCTOR_HOME": str(home), "DSDOCTOR_DATABASE_URL": url, "PYTHONUNBUFFERED": "1"}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    # a session of its own: SIGKILL goes to the gunicorn master and its workers at once, like a lost machine
+    return subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--port", str(port), "--workers", "2"],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def _request(port: int, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.request(method, path, body=json.dumps(body) if body is not None else None,
+                     headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        return response.status, json.loads(response.read() or b"{}")
+    finally:
+        conn.close()
+
+
+def test_eight_writers_three_replicas_one_killed(pg_cluster, tmp_path, monkeypatch) -> None:
+    url = pg_cluster.create_database()
+    ports = [free_port() for _ in range(REPLICAS)]
+    procs = [_start(tmp_path / f"replica{n}", port, url) for n, port in enumerate(ports)]
+    try:
+        for port, proc in zip(ports, procs, strict=True):
+            wait_healthy(port, proc, seconds=90)
+        acknowledged: dict[str, str] = {}  # job id -> diagnosis id
+        unknown: list[tuple[str, int]] = []  # sent, connection lost before an answer: may or may not be stored
+        refused: list[int] = []  # ports that refused a connection (the dead replica)
+        answered_by: dict[int, int] = dict.fromkeys(ports, 0)
+        lock = threading.Lock()
+        done = threading.Semaphore(0)
+
+        errors: list[str] = []
+
+        def writer(w: int) -> None:
+            try:
+                write(w)
+            except BaseException as exc:
+                errors.append(f"writer {w}: {exc!r}")
+
+        def write(w: int) -> None:
+            for n in range(PER_WRITER):
+                job = f"w{w}-{n}"
+                for attempt in range(REPLICAS):
+                    port = ports[(w + n + attempt) % REPLICAS]
+                    try:
+                        status, body = _request(port, "POST", "/v1/diagnoses", {**EVIDENCE, "job": {"id": job}})
+                    except ConnectionRefusedError:
+                        with lock:
+                            refused.append(port)
+                        continue  # never reached a server: safe to send to the next replica
+                    except OSError:
+                        with lock:
+                            unknown.append((job, port))  # never retried: that could store it twice
+                        break
+                    assert status == 201, (port, status, body)
+                    with lock:
+                        acknowledged[job] = body["id"]
+                        answered_by[port] += 1
+                    break
+                done.release()
+
+        threads = [threading.Thread(target=writer, args=(w,)) for w in range(WRITERS)]
+        for t in threads:
+            t.start()
+        for _ in range(WRITERS * PER_WRITER // 3):  # a third of the writes in: the replica's machine dies
+            done.acquire(timeout=120)
+        os.killpg(procs[KILLED].pid, signal.SIGKILL)
+        procs[KILLED].wait(30)
+        for t in threads:
+            t.join(300)
+
+        assert errors == []
+        with psycopg.connect(url) as conn:
+            stored = conn.execute("SELECT job_id, id FROM diagnoses").fetchall()
+        stored_jobs = [job for job, _ in stored]
+        lost = {job for job in acknowledged if job not in stored_jobs}
+        duplicated = {job for job in stored_jobs if stored_jobs.count(job) > 1}
+        assert len(acknowledged) + len(unknown) == WRITERS * PER_WRITER
+        assert {port for _, port in unknown} <= {ports[KILLED]}  # only requests the dead replica held are unknown
+        assert lost == set() and duplicated == set()
+        assert answered_by[ports[KILLED]] > 0 and set(refused) == {ports[KILLED]}  # it died mid-run
+        assert {job: did for job, did in stored if job in acknowledged} == acknowledged
+        for port in (p for n, p in enumerate(ports) if n != KILLED):  # every survivor sees every write at once
+            for job, did in acknowledged.items():
+                status, page = _request(port, "GET", f"/v1/diagnoses?job_id={job}")
+                assert status == 200 and [i["id"] for i in page["items"]] == [did], (port, job, page)
+
+        # a token created once closes every surviving replica at once (no per-replica token file)
+        from kb.storage.tokens import TokenStore
+
+        monkeypatch.setenv("DSDOCTOR_DATABASE_URL", url)
+        TokenStore(tmp_path / "admin").create("fleet", "diagnose")
+        for port in (p for n, p in enumerate(ports) if n != KILLED):
+            assert _request(port, "GET", "/v1/diagnoses")[0] == 401
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
