@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from api.errors import ApiError, field_error, validation_error
+from kb.textcheck import unencodable
 
 MAX_DEPTH = 64
 MAX_INT_DIGITS = 4300  # Python's own limit for int() on text (sys.get_int_max_str_digits)
@@ -63,14 +64,6 @@ def parse(text: str, what: str, location: str = "body") -> Any:
     return value
 
 
-def _bad_text(text: str) -> bool:
-    if text.isascii():
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
 
 
 def _scan(value: Any) -> tuple[int, bool]:
@@ -83,14 +76,14 @@ def _scan(value: Any) -> tuple[int, bool]:
             if depth > MAX_DEPTH:
                 return depth, suspect
             for key, child in item.items():
-                suspect = suspect or _bad_text(key)
+                suspect = suspect or unencodable(key)
                 stack.append((child, depth + 1))
         elif isinstance(item, list):
             deepest = max(deepest, depth)
             if depth > MAX_DEPTH:
                 return depth, suspect
             stack.extend((child, depth + 1) for child in item)
-        elif isinstance(item, NonFinite | _HugeInt) or (isinstance(item, str) and _bad_text(item)):
+        elif isinstance(item, NonFinite | _HugeInt) or (isinstance(item, str) and unencodable(item)):
             suspect = True
     return deepest, suspect
 
@@ -104,7 +97,7 @@ def _problems(value: Any, location: str, limit: int = 20) -> list[dict[str, str]
         if isinstance(item, dict):
             for key, child in item.items():
                 name = f"{path}.{key}" if path else str(key)
-                if _bad_text(key):
+                if unencodable(key):
                     name = f"{path}.<key>" if path else "<key>"
                     out.append(field_error(name, "a key holds a lone surrogate (\\ud800-\\udfff), which is not "
                                                  "Unicode text; send valid UTF-8", location))
@@ -118,7 +111,7 @@ def _problems(value: Any, location: str, limit: int = 20) -> list[dict[str, str]
             if not NON_FINITE_PATHS.match(path):
                 out.append(field_error(path, "NaN and Infinity are not JSON values; send a number, or text in "
                                              "quotes", location))
-        elif isinstance(item, str) and _bad_text(item):
+        elif isinstance(item, str) and unencodable(item):
             out.append(field_error(path, "holds a lone surrogate (\\ud800-\\udfff), which is not Unicode text; "
                                          "send valid UTF-8", location))
     return sorted(out, key=lambda e: e["field"])

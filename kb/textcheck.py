@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 
-def _bad(text: str) -> bool:
+def unencodable(text: str) -> bool:
+    """True when ``text`` holds a lone surrogate (no UTF-8 encoder accepts it)."""
     if text.isascii():
         return False
     try:
@@ -23,12 +24,12 @@ def unencodable_path(value: Any) -> str | None:
     while stack:
         path, item = stack.pop()
         if isinstance(item, str):
-            if _bad(item):
+            if unencodable(item):
                 return path
         elif isinstance(item, dict):
             for key, child in item.items():
                 name = f"{path}.{key}" if path else str(key)
-                if isinstance(key, str) and _bad(key):
+                if isinstance(key, str) and unencodable(key):
                     return f"{path}.<key>" if path else "<key>"
                 stack.append((name, child))
         elif isinstance(item, list | tuple):

@@ -8,32 +8,22 @@ not read: there such a variable is as often the fix that was tried.
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 from typing import Any
 
-import re2
-
-from kb.yamlload import load_file
+from rules import datafile
 from rules.collect import Collector
-from rules.matcher import re2_options
 from rules.model import Extraction
 
 DATA = Path(__file__).resolve().parent / "data" / "launch_env.yaml"
 MAX_CHARS = 1 << 20
 
 
-@functools.lru_cache(maxsize=1)
 def _data() -> dict[str, Any]:
-    data, problems = load_file(DATA)
-    if problems or not isinstance(data, dict):
-        raise ValueError(f"{DATA}: {problems}")
-    return data
+    return datafile.load(DATA)
 
 
-@functools.lru_cache(maxsize=64)
-def _re(pattern: str) -> Any:
-    return re2.compile(pattern, re2_options(caseless=True, utf8=True))
+_re = datafile.caseless
 
 
 def variables(texts: list[str]) -> dict[str, str]:

@@ -10,16 +10,12 @@ which separates memory.model_states_exceed_stage from memory.activation_memory.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import re2
-
-from kb.yamlload import load_file
+from rules import datafile
 from rules.collect import Collector
-from rules.matcher import re2_options
 from rules.model import Extraction
 
 DATA = Path(__file__).resolve().parent / "data" / "model_states.yaml"
@@ -28,17 +24,11 @@ SYMPTOM = "s.model_states_exceed_gpu"
 MAX_CHARS = 65536
 
 
-@functools.lru_cache(maxsize=1)
 def _data() -> dict[str, Any]:
-    data, problems = load_file(DATA)
-    if problems or not isinstance(data, dict):
-        raise ValueError(f"{DATA}: {problems}")
-    return data
+    return datafile.load(DATA)
 
 
-@functools.lru_cache(maxsize=64)
-def _re(pattern: str) -> Any:
-    return re2.compile(pattern, re2_options(caseless=True, utf8=True))
+_re = datafile.caseless
 
 
 @dataclass
