@@ -16,17 +16,14 @@ Usage: python -m bench.error_dense_bench [--ranks 4096 16384] [--blocks 3] [--ke
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import random
 import resource
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-from bench.extract_bench import OUT, ROOT, run_grep, write_patterns
+from bench import extract_bench
+from bench.extract_bench import OUT, run_grep, write_patterns
 
 ORIGIN_OFFSET = 0.37  # the origin rank is this fraction into the rank range (not rank 0)
 
@@ -130,16 +127,7 @@ def generate(path: Path, ranks: int, blocks: int, seed: int) -> int:
 
 
 def run_extract(path: Path) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, env=env,
-                          cwd=ROOT, check=False)
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise RuntimeError(f"extract failed: {proc.stderr.strip()[-2000:]}")
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    result["wall_s"] = wall
-    return result
+    return extract_bench.run_extract(path, _CHILD)
 
 
 def main() -> None:

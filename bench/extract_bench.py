@@ -221,10 +221,11 @@ def write_patterns(path: Path, grep: str) -> tuple[int, int]:
     return len(translated), len(rules)
 
 
-def run_extract(path: Path) -> dict:
+def run_extract(path: Path, child: str = _CHILD) -> dict:
+    """Run ``child`` (Python source reading the log at argv[1]) in a fresh process; its JSON result."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, env=env,
+    proc = subprocess.run([sys.executable, "-c", child, str(path)], capture_output=True, text=True, env=env,
                           cwd=ROOT, check=False)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
