@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,5 +41,15 @@ lint: $(VENV)/.installed-test
 bench: $(VENV)/.installed-test
 	$(BIN)/python -m bench
 
+$(VENV)/.installed-docs: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[docs]'
+	touch $(VENV)/.installed $@
+
+# The site in site/: the CLI and REST references are generated from the code first.
+docs: $(VENV)/.installed-docs
+	$(BIN)/python scripts/gen_docs.py
+	$(BIN)/mkdocs build --strict --quiet
+	@echo "docs built: site/index.html"
+
 clean:
-	rm -rf $(VENV) var bench/out tests/output
+	rm -rf $(VENV) var bench/out tests/output site docs/cli.md docs/rest.md

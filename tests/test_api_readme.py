@@ -1,4 +1,5 @@
-"""Every API endpoint, serve flag, token command, metric and environment variable is documented in README.md."""
+"""Every API endpoint, serve flag, token command, metric and environment variable is documented
+(in README.md or a page of docs/, read together)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.docs_text import DOCS as README  # README.md and docs/*.md together
+
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text(encoding="utf-8") if (ROOT / "README.md").is_file() else ""
 
 
 def endpoint_strings() -> list[str]:
@@ -47,12 +49,12 @@ def test_the_route_list_is_complete() -> None:
 
 @pytest.mark.parametrize("endpoint", ENDPOINTS)
 def test_endpoint_is_in_the_readme(endpoint: str) -> None:
-    assert endpoint in README, f"README.md does not mention {endpoint!r}"
+    assert endpoint in README, f"neither README.md nor docs/ mentions {endpoint!r}"
 
 
 @pytest.mark.parametrize("setting", SETTINGS)
 def test_setting_is_in_the_readme(setting: str) -> None:
-    assert setting in README, f"README.md does not mention {setting!r}"
+    assert setting in README, f"neither README.md nor docs/ mentions {setting!r}"
 
 
 def test_every_environment_variable_the_api_reads_is_listed() -> None:
