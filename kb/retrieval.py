@@ -2,8 +2,8 @@
 
 Every cause gets one bilingual document: its title and description (weighted up), its fixes,
 the titles and descriptions of its mechanisms and of the symptoms it reaches with some strength,
-and for those symptoms the titles of their rules and their phrase rules' example sentences. A description is scored against every document with
-BM25 (the analyzer of incident search: Porter-stemmed English, jieba-segmented Chinese, the
+and for those symptoms the titles of the rules that assert them. A description is scored against
+every document with BM25 (the analyzer of incident search: Porter-stemmed English, jieba-segmented Chinese, the
 same terms for both), and the scores become a soft likelihood: a cause whose document shares
 the report's rarer words gains up to ``text_weight`` in log-odds against the best-scoring one.
 Phrase and log rules stay the main evidence; this only orders what they leave open, so a report
@@ -72,18 +72,14 @@ def _document(kb: KnowledgeBase, cause_id: str, rule_texts: dict[str, str]) -> C
 
 
 def _rule_texts() -> dict[str, str]:
-    """Per symptom, how people and programs say it: the titles of the rules that assert it and the
-    sentences of its phrase rules' examples (paraphrases in both languages)."""
+    """Per symptom, how people and programs name it: the titles of the rules that assert it (both
+    languages). Rule examples are left out: they are test sentences, not knowledge."""
     from rules.loader import default_rules
 
     out: dict[str, list[str]] = {}
     for rule in default_rules().rules:
-        if not rule.symptom:
-            continue
-        parts = out.setdefault(rule.symptom, [])
-        parts.append(rule.title)
-        if rule.kind == "phrase":
-            parts += [e if isinstance(e, str) else str(e.get("text", "")) for e in rule.match_examples]
+        if rule.symptom:
+            out.setdefault(rule.symptom, []).append(rule.title)
     return {sid: "\n".join(parts) for sid, parts in out.items()}
 
 
