@@ -8,11 +8,12 @@ English-only query never segments Chinese (jieba stays unloaded).
 from __future__ import annotations
 
 import html
+from collections.abc import Iterable
 from typing import Any
 
 from whoosh import highlight
 
-from kb.incidents.analyzer import BilingualAnalyzer, has_chinese
+from kb.incidents.analyzer import BilingualAnalyzer, has_chinese, terms
 
 HIGHLIGHT_FIELDS = ("title", "phenomenon", "scope", "root_cause_detail", "fix", "regression", "prevention",
                     "evidence_summary")
@@ -89,3 +90,18 @@ def highlights(record: dict[str, Any], wanted: frozenset[str]) -> dict[str, str]
             out[field] = (head if not marked.startswith("…") else "") + marked + \
                 (tail if not marked.endswith("…") else "")
     return out
+
+
+def prefix_terms(records: Iterable[dict[str, Any]], prefixes: Iterable[str]) -> frozenset[str]:
+    """The terms of these records' text that start with one of ``prefixes`` (what a ``prefix*`` query
+    matched in them; the Whoosh backend reads these from its index, PostgreSQL has no term list)."""
+    wanted = tuple(p for p in prefixes if p)
+    if not wanted:
+        return frozenset()
+    found = set()
+    for record in records:
+        for field in HIGHLIGHT_FIELDS:
+            text = record.get(field) or ""
+            if any(p in text.lower() for p in wanted) or has_chinese(text):
+                found.update(t for t, _pos, _s, _e in terms(text) if t.startswith(wanted))
+    return frozenset(found)

@@ -14,7 +14,6 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kb.incidents.migrations import write_transaction
 from kb.incidents.record import utc_now
 
 if TYPE_CHECKING:
@@ -28,23 +27,24 @@ log = logging.getLogger("dsdoctor.incidents")
 
 def load_seed_if_new(store: IncidentStore, path: Path = SEED_PATH) -> int:
     """Seed a store that was never seeded and holds no incidents; return how many were added."""
-    db = store._db
-    if db.execute("SELECT 1 FROM store_meta WHERE key = 'seeded'").fetchone():
+    data = store._data
+    if data.meta("seeded") is not None:
         return 0
     if not path.exists():
         log.warning("seed file %s is missing; starting with an empty incident store", path)
         return 0
     lines = path.read_text(encoding="utf-8").splitlines()
-    with store._lock, write_transaction(db):
-        if db.execute("SELECT 1 FROM store_meta WHERE key = 'seeded'").fetchone():
+    with store._lock, data.transaction():
+        data.exclusive("incidents-seed")
+        if data.meta("seeded") is not None:
             return 0  # another worker seeded meanwhile
         added = 0
-        if not db.execute("SELECT 1 FROM incidents LIMIT 1").fetchone():
+        if not data.any_incident():
             counts, problems = store._import_locked(lines, skip_invalid=True)
             added = counts["added"]
             for where, messages in problems.items():
                 log.warning("seed %s: %s: %s", path.name, where, " ".join(messages))
-        db["store_meta"].insert({"key": "seeded", "value": utc_now()}, replace=True)
+        data.set_meta("seeded", utc_now())
     if added:
         store._sync()
     return added
@@ -57,18 +57,17 @@ def load_public(store: IncidentStore, path: Path = PUBLIC_PATH) -> int:
         return 0
     data = path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
-    db = store._db
-    row = db.execute("SELECT value FROM store_meta WHERE key = 'public'").fetchone()
-    if row and row[0] == digest:
+    rows = store._data
+    if rows.meta("public") == digest:
         return 0
-    with store._lock, write_transaction(db):
-        row = db.execute("SELECT value FROM store_meta WHERE key = 'public'").fetchone()
-        if row and row[0] == digest:
+    with store._lock, rows.transaction():
+        rows.exclusive("incidents-seed")
+        if rows.meta("public") == digest:
             return 0  # another worker loaded it meanwhile
         counts, problems = store._import_locked(data.decode("utf-8").splitlines(), skip_invalid=True, public=True)
         for where, messages in problems.items():
             log.warning("public incidents %s: %s: %s", path.name, where, " ".join(messages))
-        db["store_meta"].insert({"key": "public", "value": digest}, replace=True)
+        rows.set_meta("public", digest)
     changed = counts["added"] + counts["updated"]
     if changed:
         store._sync()

@@ -1,9 +1,14 @@
-"""IncidentStore: the Python API over the SQLite records and the derived Whoosh index."""
+"""IncidentStore: the Python API over incident records, on SQLite + Whoosh (embedded) or PostgreSQL.
+
+What is the same on both (validation, redaction, versions, import rules, search results and their
+highlights) lives here; a backend (:mod:`kb.incidents.embedded`, :mod:`kb.incidents.pgstore`) stores
+rows and answers queries. ``DSDOCTOR_DATABASE_URL`` chooses PostgreSQL, as for every other store.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
-import sqlite3
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -18,12 +23,9 @@ from kb.incidents import (
     ValidationError,
     analyzer,
     search,
-    tables,
 )
-from kb.incidents import similar as similarity
-from kb.incidents.highlights import highlights
-from kb.incidents.indexer import Indexer
-from kb.incidents.migrations import connect, migrate, write_transaction
+from kb.incidents.embedded import DB_FILE, INDEX_DIR, LOCK_FILE, EmbeddedIncidents
+from kb.incidents.highlights import highlights, prefix_terms
 from kb.incidents.record import (
     PUBLIC_PREFIX,
     CauseSource,
@@ -34,12 +36,11 @@ from kb.incidents.record import (
     validate_patch,
 )
 from kb.lru import BoundedCache
+from kb.storage.settings import database_url
 from kb.redact import Redactions, redact_value
 from kb.textcheck import unencodable_path
 
-DB_FILE = "incidents.db"
-INDEX_DIR = "incidents-index"
-LOCK_FILE = "incidents-index.lock"
+__all__ = ["DB_FILE", "INDEX_DIR", "LOCK_FILE", "IncidentStore"]
 #: weight of symptom overlap against text similarity in similar() when both are given
 SYMPTOM_WEIGHT = 0.6
 
@@ -69,16 +70,11 @@ class IncidentStore:
         self._valid_source = valid_causes
         self._index_wait_s = index_wait_s
         self._on_redacted = on_redacted
-        self._lock = threading.RLock()
         # similar incidents of repeated failures (same symptoms, same words) until the store changes
         self._similar_memo: BoundedCache[list[dict[str, Any]]] = BoundedCache(256)
-        try:
-            self._db = connect(self.home / DB_FILE)
-            migrate(self._db)
-            self.indexer = Indexer(self.home / DB_FILE, self.home / INDEX_DIR, self.home / LOCK_FILE)
-        except sqlite3.DatabaseError as exc:
-            raise IncidentError(f"{self.home / DB_FILE} cannot be used as the incident database: {exc} "
-                                f"(restore it from a backup or move it away to start empty)") from None
+        self._data = _backend(self.home)
+        # one SQLite connection serves every thread; PostgreSQL gives each thread its own
+        self._lock: Any = threading.RLock() if self._data.shared_connection else contextlib.nullcontext()
         if seed:
             from kb.incidents.seed import load_public, load_seed_if_new
 
@@ -88,15 +84,14 @@ class IncidentStore:
     @classmethod
     def open_existing(cls, home: Path, valid_causes: CauseSource = None) -> IncidentStore | None:
         """The store in ``home`` if one was ever created there, else None (nothing is created)."""
-        if not (Path(home) / DB_FILE).exists():
+        if database_url() is None and not EmbeddedIncidents.exists_in(home):
             return None
         return cls(home, valid_causes, seed=False)
 
     def close(self) -> None:
         """Close the database connections and index files."""
         with self._lock:
-            self.indexer.close()
-            self._db.close()
+            self._data.close()
 
     def __enter__(self) -> IncidentStore:
         return self
@@ -106,9 +101,22 @@ class IncidentStore:
 
     def warm_up(self) -> None:
         """Load jieba and open the index now (call once per server worker at start)."""
-        analyzer.warm_up(self.home / "cache")
-        self.indexer.drain(blocking=False)
-        self.indexer.searcher()
+        self._data.warm_up()
+
+    @property
+    def backend(self) -> str:
+        """``sqlite`` (embedded, Whoosh index) or ``postgresql``."""
+        return self._data.dialect
+
+    @property
+    def _db(self) -> Any:
+        """The embedded backend's SQLite database (tests and tools of the embedded store)."""
+        return self._data.db
+
+    @property
+    def indexer(self) -> Any:
+        """The embedded backend's Whoosh indexer (tests and tools of the embedded store)."""
+        return self._data.indexer
 
     @property
     def valid_causes(self) -> frozenset[str] | None:
@@ -139,11 +147,11 @@ class IncidentStore:
         _refuse_public_id(new["id"])
         with self._lock:
             try:
-                with write_transaction(self._db):
-                    if tables.exists(self._db, new["id"]):
+                with self._data.transaction():
+                    if self._data.exists(new["id"]):
                         raise ConflictError(new["id"])
-                    tables.insert(self._db, new)
-            except sqlite3.IntegrityError:
+                    self._data.insert(new)
+            except self._data.integrity_errors:
                 raise ConflictError(new["id"]) from None
         self._sync()
         return new
@@ -151,7 +159,7 @@ class IncidentStore:
     def get(self, incident_id: str) -> dict[str, Any]:
         """The incident with this id (NotFoundError when there is none)."""
         with self._lock:
-            found = tables.fetch(self._db, [incident_id]).get(incident_id)
+            found = self._data.fetch([incident_id]).get(incident_id)
         if found is None:
             raise NotFoundError(incident_id)
         return found
@@ -167,8 +175,8 @@ class IncidentStore:
             raise ReadOnlyError(incident_id)
         valid = self.valid_causes
         patch = self._redact(patch)
-        with self._lock, write_transaction(self._db):
-            existing = tables.fetch(self._db, [incident_id]).get(incident_id)
+        with self._lock, self._data.transaction():
+            existing = self._data.fetch_for_update(incident_id)
             if existing is None:
                 raise NotFoundError(incident_id)
             if expected_version is not None and existing["version"] != expected_version:
@@ -177,7 +185,7 @@ class IncidentStore:
             if same_content(new, existing):
                 return existing
             new["updated_at"] = utc_now()
-            if not tables.replace(self._db, new, existing["version"]):
+            if not self._data.replace(new, existing["version"]):
                 raise StaleVersionError(incident_id, existing["version"], existing["version"] + 1)
         self._sync()
         return new
@@ -186,17 +194,17 @@ class IncidentStore:
         """Delete an incident (NotFoundError when there is none; public incidents are read-only)."""
         if incident_id.startswith(PUBLIC_PREFIX):
             with self._lock:
-                if tables.exists(self._db, incident_id):
+                if self._data.exists(incident_id):
                     raise ReadOnlyError(incident_id)
-        with self._lock, write_transaction(self._db):
-            if not tables.delete(self._db, incident_id):
+        with self._lock, self._data.transaction():
+            if not self._data.delete(incident_id):
                 raise NotFoundError(incident_id)
         self._sync()
 
     def count(self) -> int:
         """Number of incidents stored."""
         with self._lock:
-            return tables.count(self._db)
+            return self._data.count()
 
     # ------------------------------------------------------------------ import / export
 
@@ -211,10 +219,18 @@ class IncidentStore:
         :meth:`reindex` next).
         """
         lines = _read_lines(source)
-        with self._lock, write_transaction(self._db):
-            counts, problems = self._import_locked(lines, skip_invalid=False)
-            if problems:
-                raise ValidationError(problems, "invalid import")
+        for attempt in range(3):  # PostgreSQL: a replica's add of an id this file holds may commit first
+            try:
+                with self._lock, self._data.transaction():
+                    self._data.exclusive("incidents-import")
+                    counts, problems = self._import_locked(lines, skip_invalid=False)
+                    if problems:
+                        raise ValidationError(problems, "invalid import")
+                break
+            except self._data.integrity_errors:
+                if attempt == 2:
+                    raise IncidentError("the import collided three times with incidents added meanwhile; "
+                                        "import again") from None
         if sync_index:
             self._sync()
         return counts
@@ -254,7 +270,7 @@ class IncidentStore:
         counts = {"added": 0, "updated": 0, "unchanged": 0}
         if problems and not skip_invalid:
             return counts, problems
-        existing = tables.fetch(self._db, [r["id"] for _, _, r in parsed])
+        existing = self._data.fetch([r["id"] for _, _, r in parsed])
         fresh = []
         for _number, raw, record in parsed:
             old = existing.get(record["id"])
@@ -269,9 +285,9 @@ class IncidentStore:
             else:
                 if "updated_at" not in raw:
                     record["updated_at"] = now
-                tables.replace(self._db, record, old["version"])  # inside this write transaction
+                self._data.replace(record, old["version"])  # inside this write transaction
                 counts["updated"] += 1
-        tables.insert_many(self._db, fresh)
+        self._data.insert_many(fresh)
         counts["added"] = len(fresh)
         return counts, problems
 
@@ -279,16 +295,12 @@ class IncidentStore:
         """Write every incident of this site as one JSON line (ordered by id); return how many. The public
         incidents are left out: they ship with dsdoctor and every start loads them."""
         written = 0
-        with self._lock:
-            self._db.execute("BEGIN")  # one consistent snapshot
-            try:
-                for record in tables.iterate(self._db):
-                    if record["id"].startswith(PUBLIC_PREFIX):
-                        continue
-                    fp.write(json.dumps(record, ensure_ascii=False) + "\n")
-                    written += 1
-            finally:
-                self._db.execute("COMMIT")
+        with self._lock, self._data.snapshot():  # one consistent snapshot
+            for record in self._data.iterate():
+                if record["id"].startswith(PUBLIC_PREFIX):
+                    continue
+                fp.write(json.dumps(record, ensure_ascii=False) + "\n")
+                written += 1
         return written
 
     # ------------------------------------------------------------------ search
@@ -312,21 +324,19 @@ class IncidentStore:
                                   "invalid search")
         filters = search.make_filters(cause, domain, severity, tag, since, until)
         q = "" if q.strip() == "*" else q.strip()
-        self.indexer.drain(blocking=False)
-        if q:
-            found = self._with_fresh_searcher(lambda: search.ranked(self.indexer, q, filters, limit, cursor))
-        else:
-            with self._lock:
-                found = search.browse(self._db, filters, limit, cursor)
+        self._data.before_read()
         with self._lock:
-            records = tables.fetch(self._db, [incident_id for incident_id, _ in found["hits"]])
+            found = (self._data.ranked(q, filters, limit, cursor) if q else
+                     self._data.browse(filters, limit, cursor))
+            records = self._data.fetch([incident_id for incident_id, _ in found["hits"]])
+        wanted = found["terms"] | prefix_terms(records.values(), found.get("prefixes", ()))
         items = []
         for incident_id, score in found["hits"]:
             record = records.get(incident_id)
             if record is None:  # deleted after the index was read
                 continue
             record["score"] = None if score is None else round(score, 4)
-            record["highlights"] = highlights(record, found["terms"])
+            record["highlights"] = highlights(record, wanted)
             items.append(record)
         return {"items": items, "facets": found["facets"], "next_cursor": found["next_cursor"],
                 "total": found["total"], "total_is_estimate": bool(found.get("total_is_estimate", False))}
@@ -352,64 +362,61 @@ class IncidentStore:
         symptom_list = symptom_list or []
         if not text and not symptom_list:
             raise ValidationError({"similar": ["give an incident id, a text or symptom IDs"]}, "invalid request")
-        self.indexer.drain(blocking=False)
-        key = (self._data_version(), id, text[:20_000], tuple(sorted(set(symptom_list))), limit)
+        self._data.before_read()
+        with self._lock:
+            version = self._data.data_version()
+        if version is None:  # PostgreSQL: another replica may have changed anything since
+            return self._similar(id, text, symptom_list, limit)
+        key = (version, id, text[:20_000], tuple(sorted(set(symptom_list))), limit)
         found = self._similar_memo.get_or_compute(key, lambda: self._similar(id, text, symptom_list, limit))
         return [dict(item) for item in found]
 
     def _similar(self, id: str | None, text: str, symptom_list: list[str], limit: int) -> list[dict[str, Any]]:
         with self._lock:
-            by_symptoms = similarity.symptom_matches(self._db, symptom_list, exclude=id)
-        by_text = (self._with_fresh_searcher(lambda: similarity.text_matches(self.indexer, text[:20_000], exclude=id))
-                   if text else {})
+            by_symptoms = self._data.symptom_matches(symptom_list, exclude=id)
+            by_text = self._data.text_matches(text[:20_000], exclude=id) if text else {}
         w_symptoms = (SYMPTOM_WEIGHT if text else 1.0) if symptom_list else 0.0
         w_text = 1.0 - w_symptoms
         scores = {c: w_symptoms * by_symptoms.get(c, 0.0) + w_text * by_text.get(c, 0.0)
                   for c in set(by_symptoms) | set(by_text)}
         best = sorted(((s, i) for i, s in scores.items() if s > 0), key=lambda si: (-si[0], si[1]))[:limit]
         with self._lock:
-            records = tables.fetch(self._db, [i for _, i in best])
+            records = self._data.fetch([i for _, i in best])
         return [{"id": i, "title": records[i]["title"], "root_cause": records[i]["root_cause"],
                  "fix": records[i]["fix"], "status": records[i]["status"], "score": round(s, 4),
                  "symptoms": sorted(records[i]["symptoms"])}
                 for s, i in best if i in records]
 
-    def _data_version(self) -> tuple[int, int]:
-        """Equal values mean unchanged incidents and index: rows this connection changed, and commits of
-        any other connection or process (SQLite's data_version; the indexer writes through its own)."""
-        with self._lock:
-            return self._db.conn.total_changes, self._db.execute("PRAGMA data_version").fetchone()[0]
-
-    def _with_fresh_searcher(self, run):
-        """Run a search; once more on a reopened index if another process replaced its files."""
-        try:
-            return run()
-        except (OSError, EOFError):
-            self.indexer.reset_searcher()
-            return run()
-
     # ------------------------------------------------------------------ index and statistics
 
     def reindex(self, procs: int | None = None) -> int:
-        """Rebuild the full-text index from SQLite; return the number of incidents indexed."""
-        return self.indexer.rebuild(procs=procs)
+        """Rebuild the search index (Whoosh; on PostgreSQL the rows' search columns); return how many
+        incidents were indexed."""
+        return self._data.reindex(procs=procs)
 
     def index_lag(self) -> int:
-        """Changes written to SQLite but not yet in the index (for /metrics)."""
-        return self.indexer.lag()
+        """Changes written but not yet in the index (for /metrics; always 0 on PostgreSQL)."""
+        return self._data.index_lag()
 
     def site_cause_counts(self) -> dict[str, int]:
         """Confirmed (resolved) incidents of this site per root cause, counted from the store every time
         (the shipped seed examples do not count)."""
         with self._lock:
-            # the seed examples and the public incidents ship with dsdoctor: not this site's history
-            rows = self._db.execute("SELECT root_cause, COUNT(*) FROM incidents WHERE status = 'resolved' "
-                                    "AND id NOT LIKE 'INC-SEED-%' AND id NOT LIKE 'PUB-%' GROUP BY root_cause ORDER BY root_cause").fetchall()
-        return {cause: int(n) for cause, n in rows}
+            return self._data.site_cause_counts()
 
     def _sync(self) -> None:
         """Bring the index up to date before a write returns (it stays queued if the wait times out)."""
-        self.indexer.drain(blocking=True, timeout=self._index_wait_s)
+        self._data.sync(self._index_wait_s)
+
+
+def _backend(home: Path) -> Any:
+    """PostgreSQL when ``DSDOCTOR_DATABASE_URL`` names one, else the embedded files in ``home``."""
+    url = database_url()
+    if url is None:
+        return EmbeddedIncidents(home)
+    from kb.incidents.pgstore import PostgresIncidents
+
+    return PostgresIncidents(url)
 
 
 def _read_lines(source: str | Path | Iterable[str]) -> list[str]:
