@@ -36,8 +36,8 @@ from kb.incidents.record import (
     validate_patch,
 )
 from kb.lru import BoundedCache
-from kb.storage.settings import database_url
 from kb.redact import Redactions, redact_value
+from kb.storage.settings import database_url
 from kb.textcheck import unencodable_path
 
 __all__ = ["DB_FILE", "INDEX_DIR", "LOCK_FILE", "IncidentStore"]
