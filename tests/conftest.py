@@ -54,6 +54,21 @@ def store_backend(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
+@pytest.fixture
+def other_database(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """Stores opened from now on use another, empty database on PostgreSQL (on SQLite their own
+    folder already is one): a test that moves incidents between two stores."""
+    if "store_backend" in request.fixturenames and request.getfixturevalue("store_backend") == "postgresql":
+        from kb.storage import backend
+
+        url = request.getfixturevalue("pg_cluster").create_database()
+        monkeypatch.setenv("DSDOCTOR_DATABASE_URL", url)
+        yield url
+        backend.forget(url)
+    else:
+        yield None
+
+
 @pytest.fixture(scope="session")
 def real_kb():
     """The built-in knowledge base, loaded once for the whole session."""

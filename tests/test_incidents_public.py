@@ -24,7 +24,7 @@ def test_the_shipped_public_incidents_are_the_corpus_exported():
 
 
 @pytest.fixture
-def store(dsdoctor_home):
+def store(dsdoctor_home, store_backend):
     with IncidentStore(dsdoctor_home) as s:
         yield s
 

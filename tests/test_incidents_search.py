@@ -26,7 +26,7 @@ RECORDS = [
 
 
 @pytest.fixture
-def store(dsdoctor_home):
+def store(dsdoctor_home, store_backend):
     with IncidentStore(dsdoctor_home, seed=False) as s:
         for r in RECORDS:
             s.add({"phenomenon": "", **r} if r.get("phenomenon") else r)
@@ -115,7 +115,7 @@ def test_negated_terms_are_not_highlighted(store):
 
 
 @pytest.fixture
-def many(dsdoctor_home):
+def many(dsdoctor_home, store_backend):
     with IncidentStore(dsdoctor_home, seed=False) as s:
         lines = []
         for i in range(23):
@@ -215,7 +215,7 @@ def test_long_fields_are_highlighted_around_the_match(store):
     assert len(marked) < 700
 
 
-def test_searching_an_empty_store(dsdoctor_home):
+def test_searching_an_empty_store(dsdoctor_home, store_backend):
     with IncidentStore(dsdoctor_home, seed=False) as empty:
         for q in ("checkpoint", "显存", "", '"out of memory"'):
             result = empty.search(q, domain="memory")

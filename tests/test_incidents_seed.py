@@ -49,7 +49,7 @@ def test_seed_covers_every_domain_in_both_languages():
     assert all(r["status"] != "resolved" or r["fix"] for r in SEED)
 
 
-def test_first_start_loads_the_seed_once(dsdoctor_home):
+def test_first_start_loads_the_seed_once(dsdoctor_home, store_backend):
     with IncidentStore(dsdoctor_home, valid_causes=CATALOG) as store:
         assert _own(store) == len(SEED)
         assert store.index_lag() == 0
@@ -60,14 +60,14 @@ def test_first_start_loads_the_seed_once(dsdoctor_home):
         assert load_seed_if_new(store) == 0
 
 
-def test_a_store_with_incidents_is_not_seeded(dsdoctor_home):
+def test_a_store_with_incidents_is_not_seeded(dsdoctor_home, store_backend):
     with IncidentStore(dsdoctor_home, seed=False) as store:
         store.add({"title": "mine", "phenomenon": "x", "root_cause": "memory.fragmentation"})
     with IncidentStore(dsdoctor_home) as store:
         assert _own(store) == 1
 
 
-def test_seed_lines_the_knowledge_base_rejects_are_skipped_with_a_warning(dsdoctor_home, caplog):
+def test_seed_lines_the_knowledge_base_rejects_are_skipped_with_a_warning(dsdoctor_home, caplog, store_backend):
     allowed = CATALOG - {"memory.fragmentation"}
     with IncidentStore(dsdoctor_home, valid_causes=allowed) as store:
         expected = sum(1 for r in SEED if r["root_cause"] != "memory.fragmentation")

@@ -42,7 +42,7 @@ def test_shared_symptoms_and_mechanisms_rank_before_the_score() -> None:
 
 
 @pytest.fixture
-def store(dsdoctor_home):
+def store(dsdoctor_home, store_backend):
     with IncidentStore(dsdoctor_home, valid_causes=frozenset(load_catalog()), seed=False) as s:
         s.add({"title": "Only rank 3 OOM while a stale process holds the GPU", "phenomenon": "CUDA out of memory",
                "root_cause": "memory.foreign_process_on_gpu",

@@ -23,7 +23,7 @@ def record(**overrides):
 
 
 @pytest.fixture
-def store(dsdoctor_home):
+def store(dsdoctor_home, store_backend):
     with IncidentStore(dsdoctor_home, valid_causes=CAUSES, seed=False) as s:
         yield s
 
@@ -69,7 +69,7 @@ def test_unknown_root_cause_is_refused_naming_valid_ids(store):
     assert store.count() == 0
 
 
-def test_valid_causes_may_be_a_callable_asked_on_every_write(dsdoctor_home):
+def test_valid_causes_may_be_a_callable_asked_on_every_write(dsdoctor_home, store_backend):
     allowed = {"memory.fragmentation"}
     with IncidentStore(dsdoctor_home, valid_causes=lambda: allowed, seed=False) as s:
         with pytest.raises(ValidationError):
@@ -78,7 +78,8 @@ def test_valid_causes_may_be_a_callable_asked_on_every_write(dsdoctor_home):
         assert s.add(record(root_cause="memory.foreign_process_on_gpu"))["domain"] == "memory"
 
 
-def test_tags_and_symptoms_live_in_child_tables_with_foreign_keys(store):
+def test_tags_and_symptoms_live_in_child_tables_with_foreign_keys(dsdoctor_home):
+    store = IncidentStore(dsdoctor_home, valid_causes=CAUSES, seed=False)  # the embedded schema
     store.add(record(id="INC-1", tags=["oom"], symptoms=["s.cuda_oom"]))
     db = store._db
     assert db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
@@ -123,7 +124,7 @@ def test_import_of_a_missing_file_is_a_clear_error(store, tmp_path):
         store.import_jsonl(tmp_path / "missing.jsonl")
 
 
-def test_export_import_roundtrip(store, tmp_path):
+def test_export_import_roundtrip(store, tmp_path, other_database):
     store.add(record(id="INC-1", tags=["oom", "显存"], symptoms=["s.cuda_oom"],
                      job={"cluster": "a", "world_size": 8, "node_count": 1, "versions": {"torch": "2.3.0"}}))
     store.add(record(id="INC-2", title="看门狗超时", root_cause="comm.slow_rank_exceeds_timeout", status="resolved",
