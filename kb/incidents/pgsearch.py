@@ -70,7 +70,7 @@ def parse(q: str) -> query.Query:
 class Leaf:
     """One scored part of a query: its SQL condition alone, and how a match adds to the score."""
 
-    kind: str  # ts | eq | like
+    kind: str  # ts | eq | like | const (a prefix: every match scores 1, as Whoosh scores a prefix)
     cond: str
     params: tuple[Any, ...]
     column: str = ""
@@ -78,7 +78,7 @@ class Leaf:
     def score_sql(self) -> tuple[str, list[Any]]:
         if self.kind == "ts":
             return f"ts_rank(?::float4[], {self.column}, ?::tsquery, 1)", [RANK_WEIGHTS, *self.params]
-        share = LIKE_SHARE if self.kind == "like" else FIELD_SHARE
+        share = {"like": LIKE_SHARE, "const": 1.0}.get(self.kind, FIELD_SHARE)
         return f"(CASE WHEN {self.cond} THEN {share} ELSE 0 END)", list(self.params)
 
 
@@ -141,7 +141,8 @@ class _Translator:
             if name in TS_COLUMNS:
                 if positive:
                     self.out.prefixes.add(text)
-                return self._ts(name, quote(text) + ":*", positive)
+                column = TS_COLUMNS[name]
+                return self._leaf(Leaf("const", f"{column} @@ ?::tsquery", (quote(text) + ":*",), column), positive)
             if name == "tags":
                 return "EXISTS (SELECT 1 FROM unnest(tags) t WHERE starts_with(t, ?))", [text]
             if name in EQ_COLUMNS:
@@ -305,8 +306,12 @@ class Frequencies:
         return [int(v or 0) for v in out]
 
     def idf(self, leaves: list[Leaf]) -> list[float]:
-        n = self.total()
-        return [round(max(0.01, math.log((n + 1) / (df + 0.5))), 4) for df in self.of(leaves)]
+        """The weight of each leaf: its idf, or 1 for a constant-score leaf."""
+        counted = [leaf for leaf in leaves if leaf.kind != "const"]
+        n = self.total() if counted else 0
+        dfs = iter(self.of(counted))
+        return [1.0 if leaf.kind == "const" else round(max(0.01, math.log((n + 1) / (next(dfs) + 0.5))), 4)
+                for leaf in leaves]
 
 
 def _score(leaves: list[Leaf], weights: list[float]) -> tuple[str, list[Any]]:
