@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 
-import pytest
-
 from kb.catalog import load_catalog
 from kb.incidents import IncidentStore
 

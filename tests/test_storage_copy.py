@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 import sqlite3
 
 from api.cli import main
+from kb.catalog import load_catalog
+from kb.incidents import IncidentStore
 from kb.storage import backend
 from kb.storage.diagnoses import DiagnosisStore
 from kb.storage.tokens import TokenStore
@@ -66,7 +69,45 @@ def test_bad_arguments_say_what_to_write(dsdoctor_home, tmp_path, capsys) -> Non
     assert main(["db", "copy", "--from", str(tmp_path), "--to", "postgresql://x@127.0.0.1:1/x"]) != 0
     assert "write sqlite:PATH" in capsys.readouterr().err
     assert main(["db", "copy", "--from", f"sqlite:{tmp_path}", "--to", "postgresql://x@127.0.0.1:1/x"]) != 0
-    assert "holds neither diagnoses.db nor tokens.db" in capsys.readouterr().err
+    assert "holds none of diagnoses.db, tokens.db, incidents.db" in capsys.readouterr().err
     (tmp_path / "tokens.db").touch()
     assert main(["db", "copy", "--from", f"sqlite:{tmp_path}", "--to", "mysql://x/y"]) != 0
     assert "write postgresql://" in capsys.readouterr().err
+
+
+def test_copy_round_trips_the_seeded_incident_store_with_versions(pg_cluster, dsdoctor_home, monkeypatch,
+                                                                  capsys) -> None:
+    causes = frozenset(load_catalog())
+    with IncidentStore(dsdoctor_home, valid_causes=causes) as embedded:  # seed + public incidents
+        embedded.add({"id": "SITE-1", "title": "只有 rank 3 OOM", "phenomenon": "CUDA out of memory on rank 3",
+                      "root_cause": "memory.foreign_process_on_gpu", "tags": ["oom"], "symptoms": ["s.cuda_oom"]})
+        embedded.update("SITE-1", {"status": "resolved", "fix": "killed the leftover process"})
+        embedded.update("SITE-1", {"scope": "rank 3"})
+        everything = {r["id"]: r for r in embedded._data.iterate()}
+        exported = io.StringIO()
+        embedded.export_jsonl(exported)
+        found = embedded.search("显存 OR NCCL_SOCKET_IFNAME", limit=200)
+        counts = embedded.site_cause_counts()
+    assert everything["SITE-1"]["version"] == 3 and len(everything) > 100
+    url = pg_cluster.create_database()
+
+    assert main(["db", "copy", "--from", f"sqlite:{dsdoctor_home}", "--to", url, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)["incidents"]
+    assert report["source"] == report["copied"] == report["verified"] == len(everything)
+    assert report["searchable"] == report["searched"] > 0
+    assert main(["db", "copy", "--from", f"sqlite:{dsdoctor_home}", "--to", url, "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)["incidents"]
+    assert (again["copied"], again["already_there"]) == (0, len(everything))
+
+    monkeypatch.setenv("DSDOCTOR_DATABASE_URL", url)
+    with IncidentStore(dsdoctor_home / "elsewhere", valid_causes=causes) as pg:  # no reseeding, no reload
+        assert pg.backend == "postgresql" and pg.count() == len(everything)
+        assert {r["id"]: r for r in pg._data.iterate()} == everything
+        copied = io.StringIO()
+        pg.export_jsonl(copied)
+        assert copied.getvalue() == exported.getvalue()
+        assert pg.site_cause_counts() == counts
+        on_pg = pg.search("显存 OR NCCL_SOCKET_IFNAME", limit=200)
+        assert on_pg["total"] == found["total"] and {i["id"] for i in on_pg["items"]} == {i["id"] for i in found["items"]}
+        assert pg.update("SITE-1", {"fix": "kill it"}, expected_version=3)["version"] == 4
+    backend.forget(url)

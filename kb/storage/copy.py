@@ -19,6 +19,8 @@ DIAGNOSIS_COLUMNS = ("id", "created_at", "updated_at", "top_cause", "top_probabi
                      "top_n", "version", "evidence", "diagnosis", "history", "job_id", "cluster", "job")
 TOKEN_COLUMNS = ("name", "hash", "prefix", "scopes", "created_at", "expires_at")
 BATCH = 500
+#: the embedded incident store's file (kb.incidents copies it: this layer sits below kb.incidents)
+INCIDENTS_FILE = "incidents.db"
 
 
 def parse_source(text: str) -> Path:
@@ -29,8 +31,8 @@ def parse_source(text: str) -> Path:
     home = Path(path).expanduser()
     if not home.is_dir():
         raise StorageError(f"--from {text!r}: {home} is not a directory")
-    if not (home / DIAGNOSES_FILE).exists() and not (home / TOKENS_FILE).exists():
-        raise StorageError(f"--from {text!r}: {home} holds neither {DIAGNOSES_FILE} nor {TOKENS_FILE}")
+    if not any((home / name).exists() for name in (DIAGNOSES_FILE, TOKENS_FILE, INCIDENTS_FILE)):
+        raise StorageError(f"--from {text!r}: {home} holds none of {DIAGNOSES_FILE}, {TOKENS_FILE}, {INCIDENTS_FILE}")
     return home
 
 
