@@ -131,3 +131,109 @@ def test_eight_writers_three_replicas_one_killed(pg_cluster, tmp_path, monkeypat
                 proc.wait(20)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_incidents_eight_writers_three_replicas_one_killed(pg_cluster, tmp_path, monkeypatch) -> None:
+    """Incidents through 3 replicas (8 writers, one replica SIGKILLed mid-run): every acknowledged incident
+    is stored once, and a search through another replica finds it as soon as its write is answered."""
+    url = pg_cluster.create_database()
+    ports = [free_port() for _ in range(REPLICAS)]
+    procs = [_start(tmp_path / f"replica{n}", port, url) for n, port in enumerate(ports)]
+    try:
+        for port, proc in zip(ports, procs, strict=True):
+            wait_healthy(port, proc, seconds=90)
+        acknowledged: dict[str, str] = {}  # marker -> incident id
+        unknown: list[tuple[str, int]] = []
+        not_found_at_once: list[tuple[str, int, dict]] = []
+        answered_by: dict[int, int] = dict.fromkeys(ports, 0)
+        lock = threading.Lock()
+        done = threading.Semaphore(0)
+        errors: list[str] = []
+        dead = threading.Event()
+
+        def search_elsewhere(marker: str, wrote_to: int) -> None:
+            for port in ports:
+                if port == wrote_to or (dead.is_set() and port == ports[KILLED]):
+                    continue
+                try:
+                    status, page = _request(port, "GET", f"/v1/incidents?q={marker}")
+                except OSError:
+                    continue  # the replica that is being killed
+                if status != 200 or [i["title"] for i in page["items"]] != [f"Fleet write {marker}"]:
+                    with lock:
+                        not_found_at_once.append((marker, port, page))
+                return  # one other replica is enough per write; every survivor is checked at the end
+
+        def write(w: int) -> None:
+            for n in range(PER_WRITER):
+                marker = f"fw{w}x{n}"  # one index term, unique per write
+                body = {"title": f"Fleet write {marker}", "phenomenon": "NCCL watchdog timeout on rank 3",
+                        "root_cause": "comm.slow_rank_exceeds_timeout", "status": "resolved", "fix": "raised the timeout"}
+                for attempt in range(REPLICAS):
+                    port = ports[(w + n + attempt) % REPLICAS]
+                    try:
+                        status, answer = _request(port, "POST", "/v1/incidents", body)
+                    except ConnectionRefusedError:
+                        continue  # never reached a server: safe to send to the next replica
+                    except OSError:
+                        with lock:
+                            unknown.append((marker, port))  # never retried: that could store it twice
+                        break
+                    assert status == 201, (port, status, answer)
+                    with lock:
+                        acknowledged[marker] = answer["id"]
+                        answered_by[port] += 1
+                    search_elsewhere(marker, port)
+                    break
+                done.release()
+
+        def writer(w: int) -> None:
+            try:
+                write(w)
+            except BaseException as exc:
+                errors.append(f"writer {w}: {exc!r}")
+
+        threads = [threading.Thread(target=writer, args=(w,)) for w in range(WRITERS)]
+        for t in threads:
+            t.start()
+        for _ in range(WRITERS * PER_WRITER // 3):
+            done.acquire(timeout=120)
+        os.killpg(procs[KILLED].pid, signal.SIGKILL)
+        dead.set()
+        procs[KILLED].wait(30)
+        for t in threads:
+            t.join(300)
+
+        assert errors == []
+        with psycopg.connect(url) as conn:
+            stored = conn.execute("SELECT title, id FROM incidents WHERE starts_with(title, 'Fleet write ')").fetchall()
+        stored_markers = [title.removeprefix("Fleet write ") for title, _ in stored]
+        lost = {m for m in acknowledged if m not in stored_markers}
+        duplicated = {m for m in stored_markers if stored_markers.count(m) > 1}
+        assert len(acknowledged) + len(unknown) == WRITERS * PER_WRITER
+        assert lost == set() and duplicated == set()
+        assert answered_by[ports[KILLED]] > 0  # it died mid-run, after answering some
+        assert not_found_at_once == []
+        survivors = [p for n, p in enumerate(ports) if n != KILLED]
+        for port in survivors:  # every survivor finds every acknowledged incident
+            for marker, iid in acknowledged.items():
+                status, page = _request(port, "GET", f"/v1/incidents?q={marker}")
+                assert status == 200 and [i["id"] for i in page["items"]] == [iid], (port, marker, page)
+        # site priors come from the shared rows: the same counts whichever replica asks
+        monkeypatch.setenv("DSDOCTOR_DATABASE_URL", url)
+        from kb.incidents import IncidentStore
+
+        with IncidentStore(tmp_path / "admin", seed=False) as store:
+            counts = store.site_cause_counts()
+        assert counts.get("comm.slow_rank_exceeds_timeout") == len(set(stored_markers))
+        facets = [_request(port, "GET", "/v1/incidents?q=watchdog&limit=1")[1]["facets"] for port in survivors]
+        assert all(f == facets[0] for f in facets)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
