@@ -1,7 +1,8 @@
-"""Incident search benchmark: full reindex time and query latency, Whoosh next to SQLite FTS5.
+"""Incident search benchmark: full reindex time and query latency, Whoosh next to PostgreSQL and SQLite FTS5.
 
     python -m bench.search_bench               # 100,000 incidents (several minutes)
     python -m bench.search_bench --n 10000 --json bench/out/search_10k.json
+    python -m bench.search_bench --n 100000 --skip-fts5 --pg   # Whoosh and PostgreSQL side by side
 
 Generates N synthetic incidents (mixed Chinese/English, about 1 KB of UTF-8 text each, with
 log lines, identifiers and numbers), bulk-imports them into a fresh store, then measures:
@@ -10,6 +11,10 @@ log lines, identifiers and numbers), bulk-imports them into a fresh store, then 
 * ``IncidentStore.search`` latency (p50/p95/max) over a query mix: Chinese, English, identifiers,
   phrases, OR/NOT, filters, the empty query and second pages — end to end, with facets, SQLite
   hydration and highlights;
+* with ``--pg`` (a throwaway PostgreSQL from tests/pgserver.py, or ``--pg-url``), the same incidents
+  in the PostgreSQL incident store: load time (segmenting on every core), then the same query mix
+  through ``IncidentStore.search``, end to end, every query with its document frequencies counted
+  again (as if asked first);
 * the same data in SQLite FTS5 (contentless, jieba-segmented with the same analyzer, bm25 with
   the same field weights): build time, and latency of top-20 + total + the two facet counts.
 """
@@ -17,6 +22,7 @@ log lines, identifiers and numbers), bulk-imports them into a fresh store, then 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import os
@@ -282,6 +288,98 @@ def _forget_results(store: Any, cold: bool = False) -> None:
     _han_words.cache_clear()
 
 
+# ---------------------------------------------------------------- PostgreSQL (the real store)
+
+
+def _pg_row(line: str) -> tuple:
+    from kb.incidents.pgstore import row_values
+    from kb.incidents.record import validate_new
+
+    return row_values(validate_new(json.loads(line), None))
+
+
+def bench_postgres(url: str, lines: list[str], causes: list[str], repeats: int, procs: int) -> dict[str, Any]:
+    """Load the incidents into the PostgreSQL store (rows built on every core, as an import builds them one
+    by one) and time the query mix through ``IncidentStore.search``."""
+    import psycopg
+
+    from kb.incidents import IncidentStore
+    from kb.incidents.pgstore import INSERT
+    from kb.storage import backend
+
+    os.environ["DSDOCTOR_DATABASE_URL"] = url
+    try:
+        store = IncidentStore(Path(tempfile.mkdtemp(prefix="dsdoctor-pg-bench-")), valid_causes=set(causes),
+                              seed=False)
+        started = time.perf_counter()
+        if store.count() != len(lines):
+            with multiprocessing.get_context("fork").Pool(procs) as pool:
+                rows = pool.map(_pg_row, lines, chunksize=500)
+            with psycopg.connect(url) as conn, conn.cursor() as cur:
+                cur.execute("TRUNCATE incidents")
+                for start in range(0, len(rows), 2000):
+                    cur.executemany(INSERT.replace("?", "%s"), rows[start : start + 2000])
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("VACUUM ANALYZE incidents")  # GIN pending lists merged, statistics for the planner
+        load_s = time.perf_counter() - started
+        with psycopg.connect(url) as conn:
+            db_mb = round(conn.execute("SELECT pg_total_relation_size('incidents')").fetchone()[0] / 2**20, 1)
+        store.warm_up()
+        for q, filters in QUERIES:
+            store.search(q, **filters)
+        samples: list[float] = []
+        per_kind: dict[str, list[float]] = {"chinese": [], "english": [], "empty": [], "page2": []}
+        per_query: dict[str, list[float]] = {}
+        for _ in range(repeats):
+            for q, filters in QUERIES:
+                store._data.freqs.forget()  # every query counts its terms' documents again
+                t = time.perf_counter()
+                result = store.search(q, **filters)
+                dt = time.perf_counter() - t
+                samples.append(dt)
+                per_query.setdefault(f"{q!r} {filters or ''}".strip(), []).append(dt)
+                kind = "empty" if not q else ("chinese" if any("\u4e00" <= c <= "\u9fff" for c in q) else "english")
+                per_kind[kind].append(dt)
+                if result["next_cursor"]:
+                    t = time.perf_counter()
+                    store.search(q, cursor=result["next_cursor"], **filters)
+                    dt = time.perf_counter() - t
+                    samples.append(dt)
+                    per_kind["page2"].append(dt)
+        repeated: list[float] = []
+        for q, filters in QUERIES:  # document frequencies cached (for a minute, by this process)
+            store.search(q, **filters)
+            t = time.perf_counter()
+            store.search(q, **filters)
+            repeated.append(time.perf_counter() - t)
+        indexed = store.count()
+        store.close()
+    finally:
+        os.environ.pop("DSDOCTOR_DATABASE_URL", None)
+        backend.forget(url)
+    return {"load_s": round(load_s, 1), "indexed": indexed, "db_mb": db_mb, "search": _percentiles(samples),
+            "by_kind": {k: _percentiles(v) for k, v in per_kind.items() if v},
+            "repeated_query": _percentiles(repeated), "queries": len(samples),
+            "slowest": sorted(((round(statistics.median(v) * 1000, 1), k) for k, v in per_query.items()),
+                              reverse=True)[:6]}
+
+
+def _postgres_url(args: argparse.Namespace, stack: contextlib.ExitStack) -> str | None:
+    """``--pg-url``, or a throwaway cluster (tests/pgserver.py) stopped when the run ends."""
+    if args.pg_url:
+        return args.pg_url
+    from tests.pgserver import Cluster
+
+    cluster = Cluster()
+    why = cluster.unavailable()
+    if why:
+        print(f"postgresql: skipped ({why})")
+        return None
+    cluster.start()
+    stack.callback(cluster.stop)
+    return cluster.create_database()
+
+
 # ---------------------------------------------------------------- SQLite FTS5 (same segmentation)
 
 
@@ -367,7 +465,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--procs", type=int, default=os.cpu_count() or 1, help="indexing processes (default: all cores)")
     parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
     parser.add_argument("--keep", action="store_true", help="keep the temporary data directory")
-    parser.add_argument("--skip-fts5", action="store_true", help="measure Whoosh only")
+    parser.add_argument("--skip-fts5", action="store_true", help="leave SQLite FTS5 out")
+    parser.add_argument("--pg", action="store_true", help="also measure the PostgreSQL incident store (a throwaway "
+                        "server on a loopback port unless --pg-url names one)")
+    parser.add_argument("--pg-url", help="an empty PostgreSQL database to use for --pg (its incidents are replaced)")
     parser.add_argument("--cold", action="store_true", help="forget the decoded postings of frequent terms "
                         "before every query too (a query's first run after a restart)")
     parser.add_argument("--home", type=Path, help="data directory to use and keep; a store already holding the "
@@ -405,6 +506,23 @@ def main(argv: list[str] | None = None) -> int:
         for kind, figures in w["by_kind"].items():
             print(f"  {kind:8s} p50 {figures['p50_ms']:7.2f} ms  p95 {figures['p95_ms']:7.2f} ms")
         print("  slowest (median ms): " + "; ".join(f"{q} {ms}" for ms, q in w["slowest"]))
+        if args.pg or args.pg_url:
+            with contextlib.ExitStack() as stack:
+                url = _postgres_url(args, stack)
+                if url:
+                    results["postgresql"] = bench_postgres(url, lines, causes, args.repeats, args.procs)
+            if "postgresql" in results:
+                g = results["postgresql"]
+                print(f"postgresql: load {g['load_s']} s ({g['db_mb']} MB); search p50 {g['search']['p50_ms']} ms, "
+                      f"p95 {g['search']['p95_ms']} ms, max {g['search']['max_ms']} ms over {g['queries']} queries; "
+                      f"the same query again p50 {g['repeated_query']['p50_ms']} ms, "
+                      f"p95 {g['repeated_query']['p95_ms']} ms", flush=True)
+                for kind, figures in g["by_kind"].items():
+                    print(f"  {kind:8s} p50 {figures['p50_ms']:7.2f} ms  p95 {figures['p95_ms']:7.2f} ms")
+                print("  slowest (median ms): " + "; ".join(f"{q} {ms}" for ms, q in g["slowest"]))
+                print(f"side by side at {args.n}: search p50 whoosh {w['search']['p50_ms']} ms / postgresql "
+                      f"{g['search']['p50_ms']} ms; p95 whoosh {w['search']['p95_ms']} ms / postgresql "
+                      f"{g['search']['p95_ms']} ms")
         if not args.skip_fts5:
             for suffix in ("", "-wal", "-shm"):
                 (workdir / f"fts5.db{suffix}").unlink(missing_ok=True)

@@ -27,3 +27,14 @@ def test_a_tiny_run_reports_whoosh_and_fts5(tmp_path, capsys):
     assert data["whoosh"]["indexed"] == 120 and data["whoosh"]["search"]["p95_ms"] > 0
     assert data["fts5"]["search"]["p50_ms"] > 0
     assert "goals" in capsys.readouterr().out
+
+
+def test_a_tiny_run_reports_postgresql_next_to_whoosh(pg_cluster, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    url = pg_cluster.create_database()
+    assert search_bench.main(["--n", "120", "--repeats", "1", "--procs", "1", "--skip-fts5", "--pg-url", url,
+                              "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["postgresql"]["indexed"] == data["whoosh"]["indexed"] == 120
+    assert data["postgresql"]["search"]["p95_ms"] > 0
+    assert "side by side at 120" in capsys.readouterr().out

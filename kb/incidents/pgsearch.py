@@ -318,8 +318,8 @@ def _score(leaves: list[Leaf], weights: list[float]) -> tuple[str, list[Any]]:
     parts, params = [], []
     for leaf, weight in zip(leaves, weights, strict=True):
         sql, p = leaf.score_sql()
-        parts.append(f"{weight} * {sql}")
-        params += p
+        parts.append(f"?::float8 * {sql}")  # a parameter: the weights of a later page come from its cursor
+        params += [weight, *p]
     return (" + ".join(parts) or "0"), params
 
 
@@ -336,9 +336,10 @@ def _weights_of(cursor: str) -> list[float] | None:
     try:
         data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
         weights = data.get("w") if isinstance(data, dict) else None
-        return [float(w) for w in weights] if isinstance(weights, list) else None
+        found = [float(w) for w in weights] if isinstance(weights, list) else None
     except (ValueError, TypeError):
         return None
+    return found if found is not None and all(0.0 <= w <= 1000.0 for w in found) else None
 
 
 # ---------------------------------------------------------------- search
