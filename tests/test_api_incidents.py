@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.test_api_support import api_app, assert_problem, client  # noqa: F401
+
+pytestmark = pytest.mark.usefixtures("store_backend")  # every endpoint on SQLite + Whoosh and on PostgreSQL
 
 RECORD = {"title": "Loss NaN on rank 3 only", "phenomenon": "rank 3 reports loss is nan at step 120; 显存正常",
           "root_cause": "hardware.silent_data_corruption", "severity": "high", "tags": ["gpu"],

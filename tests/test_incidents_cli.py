@@ -9,6 +9,8 @@ import pytest
 from api.cli import main
 from kb.incidents.seed import PUBLIC_PATH
 
+pytestmark = pytest.mark.usefixtures("store_backend")  # the commands on SQLite + Whoosh and on PostgreSQL
+
 
 def run(capsys, *args: str) -> tuple[int, str, str]:
     code = main(["incidents", *args])
