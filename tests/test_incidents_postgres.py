@@ -94,3 +94,14 @@ def test_pages_keep_the_weights_of_the_first_page_and_refuse_tampered_ones(repli
     raw["w"] = ["nan"] * len(raw["w"])
     forged = base64.urlsafe_b64encode(json.dumps(raw).encode()).decode().rstrip("=")
     assert len(a.search("docker0 allreduce", limit=10, cursor=forged)["items"]) == 4  # weights counted again
+
+
+def test_a_nul_character_is_a_validation_error_not_a_database_error(replicas):
+    a, _ = replicas
+    with pytest.raises(ValidationError, match="phenomenon"):
+        a.add({**RECORD, "phenomenon": "bad\x00byte"})
+    a.add({**RECORD, "id": "INC-1"})
+    with pytest.raises(ValidationError, match="fix"):
+        a.update("INC-1", {"fix": "a\x00b"})
+    with pytest.raises(ValidationError, match="line 1"):
+        a.import_jsonl([json.dumps({**RECORD, "title": "x\x00"})])

@@ -58,8 +58,13 @@ def copy_incidents(source_home: Path, dest_url: str) -> dict[str, int]:
     dest = PostgresIncidents(dest_url)
     before = dest.count()
     for start in range(0, len(records), 500):
-        with dest.transaction():
-            dest.insert_many(records[start : start + 500], on_conflict=" ON CONFLICT (id) DO NOTHING")
+        chunk = records[start : start + 500]
+        try:
+            with dest.transaction():
+                dest.insert_many(chunk, on_conflict=" ON CONFLICT (id) DO NOTHING")
+        except dest.backend.data_errors as exc:  # e.g. a NUL character an old embedded store accepted
+            raise StorageError(f"incidents: PostgreSQL refused one of {chunk[0]['id']} ... {chunk[-1]['id']}: "
+                               f"{str(exc).strip()}; fix that incident in the embedded store and copy again") from None
     with dest.transaction():
         for key, value in meta.items():
             if value is not None and dest.meta(key) is None:

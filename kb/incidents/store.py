@@ -127,11 +127,15 @@ class IncidentStore:
 
     def _redact(self, value: Any) -> Any:
         """``value`` without secrets (every write path comes through here); text that cannot be stored
-        (a lone surrogate) is a ValidationError naming the field, never a crash in SQLite."""
+        (a lone surrogate; a NUL character, which PostgreSQL text refuses, so both backends refuse it)
+        is a ValidationError naming the field, never a crash in the database."""
         bad = unencodable_path(value)
         if bad is not None:
             raise ValidationError({bad or "record": ["is not valid Unicode text (it holds a lone surrogate, "
                                                      "U+D800-U+DFFF, which cannot be stored)"]})
+        bad = _nul_path(value)
+        if bad is not None:
+            raise ValidationError({bad or "record": ["holds a NUL character (U+0000), which cannot be stored"]})
         found = Redactions()
         clean = redact_value(value, found)
         if found.total and self._on_redacted is not None:
@@ -417,6 +421,25 @@ def _backend(home: Path) -> Any:
     from kb.incidents.pgstore import PostgresIncidents
 
     return PostgresIncidents(url)
+
+
+def _nul_path(value: Any) -> str | None:
+    """The dotted path of the first string (or key) holding U+0000, or None. Iterative: depth costs no stack."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return path
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                name = f"{path}.{key}" if path else str(key)
+                if isinstance(key, str) and "\x00" in key:
+                    return name
+                stack.append((name, child))
+        elif isinstance(item, list | tuple):
+            stack.extend((f"{path}.{i}" if path else str(i), child) for i, child in enumerate(item))
+    return None
 
 
 def _read_lines(source: str | Path | Iterable[str]) -> list[str]:

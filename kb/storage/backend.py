@@ -38,6 +38,8 @@ class Backend:
     integrity_errors: tuple[type[BaseException], ...] = ()
     #: exception classes of a database that is unreachable, locked or read-only
     operational_errors: tuple[type[BaseException], ...] = ()
+    #: exception classes of a value the database cannot hold
+    data_errors: tuple[type[BaseException], ...] = ()
 
     def __init__(self) -> None:
         self._local = threading.local()
@@ -140,6 +142,7 @@ class PostgresBackend(Backend):
         self._psycopg = psycopg
         self.integrity_errors = (psycopg.errors.IntegrityError,)
         self.operational_errors = (psycopg.OperationalError,)
+        self.data_errors = (psycopg.DataError,)
 
     def _open(self) -> _PgConnection:
         try:
