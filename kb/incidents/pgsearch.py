@@ -42,6 +42,8 @@ EQ_COLUMNS = {"id": "id", "root_cause": "root_cause", "domain": "domain", "sever
               "occurred_at": "occurred_at"}
 #: seconds a document frequency stays cached (writes through this process forget them at once)
 DF_TTL_S = 60.0
+#: seconds the table statistics (ANALYZE's most common lexemes) stay cached
+STATS_TTL_S = 300.0
 #: share of an identifier leaf's idf a substring match (pg_trgm) adds to the score
 LIKE_SHARE = 0.1
 #: share of a field leaf's idf (root_cause:x, tag:y) a match adds
@@ -74,6 +76,8 @@ class Leaf:
     cond: str
     params: tuple[Any, ...]
     column: str = ""
+    #: the one lexeme a ts leaf looks for (its frequency may come from the table statistics)
+    term: str = ""
 
     def score_sql(self) -> tuple[str, list[Any]]:
         if self.kind == "ts":
@@ -173,7 +177,8 @@ class _Translator:
             if name in TS_COLUMNS:
                 if positive:
                     self.out.terms.add(text)
-                return self._ts(name, quote(text), positive)
+                column = TS_COLUMNS[name]
+                return self._leaf(Leaf("ts", f"{column} @@ ?::tsquery", (quote(text),), column, text), positive)
             if name == "tags":
                 return self._leaf(Leaf("eq", "tags @> ?::text[]", ([text.lower()],)), positive)
             if name in EQ_COLUMNS:
@@ -291,15 +296,38 @@ class Frequencies:
             self._keep(key, found)
         return found
 
+    def _common(self) -> dict[str, float]:
+        """Lexemes of ``text_tsv`` that ANALYZE found in many rows -> estimated number of rows; counting
+        those exactly would read most of the table, while the rare rest are cheap to count."""
+        key = ("most_common_elems", ())
+        with self._lock:
+            held = self._seen.get(key)
+        if held and time.monotonic() - held[0] < STATS_TTL_S:
+            return held[1]  # type: ignore[return-value]
+        row = self.backend.execute(
+            "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples FROM pg_stats s "
+            "JOIN pg_class c ON c.relname = s.tablename WHERE s.tablename = 'incidents' AND s.attname = 'text_tsv' "
+            "AND c.relkind = 'r' AND s.schemaname = current_schema()").fetchone()
+        common: dict[str, float] = {}
+        if row and row[0] and row[1] and row[2] and row[2] > 0:
+            common = {term: freq * row[2] for term, freq in zip(row[0], row[1], strict=False)}
+        with self._lock:
+            self._seen[key] = (time.monotonic(), common)  # type: ignore[assignment]
+        return common
+
     def of(self, leaves: Iterable[Leaf]) -> list[int]:
         """How many incidents match each leaf (one round trip for those not cached)."""
         leaves = list(leaves)
-        out: list[int | None] = [self._cached((leaf.cond, leaf.params)) for leaf in leaves]
+        common = self._common() if any(leaf.term for leaf in leaves) else {}
+        out: list[int | None] = [
+            round(common[leaf.term]) if leaf.term in common and leaf.column == "text_tsv"
+            else self._cached((leaf.cond, leaf.params)) for leaf in leaves]
         missing = [i for i, v in enumerate(out) if v is None]
-        if missing:
-            selects = ", ".join(f"(SELECT count(*) FROM incidents WHERE {leaves[i].cond})" for i in missing)
+        if missing:  # one pass over the rows that match any of them
+            selects = ", ".join(f"count(*) FILTER (WHERE {leaves[i].cond})" for i in missing)
+            anyof = " OR ".join(f"({leaves[i].cond})" for i in missing)
             params = [p for i in missing for p in leaves[i].params]
-            row = self.backend.execute(f"SELECT {selects}", params).fetchone()
+            row = self.backend.execute(f"SELECT {selects} FROM incidents WHERE {anyof}", params * 2).fetchone()
             for i, value in zip(missing, row, strict=True):
                 out[i] = int(value)
                 self._keep((leaves[i].cond, leaves[i].params), int(value))
@@ -346,8 +374,12 @@ def _weights_of(cursor: str) -> list[float] | None:
 
 
 def facets_and_total(backend: Any, where: str, params: list[Any]) -> tuple[int, dict[str, dict[str, int]]]:
-    rows = backend.execute(f"SELECT root_cause, domain, count(*) FROM incidents WHERE {where} "
-                           "GROUP BY root_cause, domain", params).fetchall()
+    return _facets(backend.execute(f"SELECT root_cause, domain, count(*) FROM incidents WHERE {where} "
+                                   "GROUP BY root_cause, domain", params).fetchall())
+
+
+def _facets(rows: Iterable[tuple[Any, ...]]) -> tuple[int, dict[str, dict[str, int]]]:
+    """Total and facets from (root_cause, domain, count) groups."""
     causes: Counter[str] = Counter()
     domains: Counter[str] = Counter()
     for cause, domain, n in rows:
@@ -381,10 +413,15 @@ def ranked(backend: Any, freqs: Frequencies, q: str, f: Filters, limit: int, cur
     if after is not None:
         page_where = f' WHERE s < ? OR (s = ? AND {C_ID} > ?)'
         page_params = [after[0], after[0], after[1]]
-    rows = backend.execute(
-        f"SELECT id, s FROM (SELECT id, round(({score})::numeric, 6) AS s FROM incidents WHERE {where}) m"
-        f"{page_where} ORDER BY s DESC, {C_ID} LIMIT ?", [*sparams, *params, *page_params, limit + 1]).fetchall()
-    total, facets = facets_and_total(backend, where, params)
+    # one pass over the matches: the page, and the facet counts of all of them
+    found_rows = backend.execute(
+        f"WITH m AS MATERIALIZED (SELECT id, root_cause, domain, round(({score})::numeric, 6) AS s FROM incidents "
+        f"WHERE {where}) "
+        f"(SELECT 0, id, s, NULL::text, NULL::text, 0::bigint FROM m{page_where} ORDER BY s DESC, {C_ID} LIMIT ?) "
+        "UNION ALL (SELECT 1, NULL::text, NULL::numeric, root_cause, domain, count(*) FROM m GROUP BY root_cause, domain)",
+        [*sparams, *params, *page_params, limit + 1]).fetchall()
+    rows = [(r[1], r[2]) for r in found_rows if r[0] == 0]
+    total, facets = _facets([(r[3], r[4], r[5]) for r in found_rows if r[0] == 1])
     page = rows[:limit]
     next_cursor = (_encode(fingerprint, page[-1][1], page[-1][0], seen + len(page), weights)
                    if len(rows) > limit and page else None)
