@@ -92,8 +92,10 @@ def _site_history():
     for loading jieba on a diagnosis that has no Chinese in it).
     """
     from api.settings import home
+    from kb.storage.settings import database_url
 
-    if not (home(create=False) / "incidents.db").exists():  # the store's DB_FILE; importing the store costs ~0.4 s
+    # the store's DB_FILE; importing the store costs ~0.4 s (on PostgreSQL the incidents are always there)
+    if database_url() is None and not (home(create=False) / "incidents.db").exists():
         return None, None
     from kb.incidents.store import IncidentStore
 
