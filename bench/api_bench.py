@@ -211,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=8, help=f"client connections (1-{MAX_CONCURRENCY})")
     parser.add_argument("--seconds", type=float, default=8.0, help=f"duration of each phase (max {MAX_SECONDS})")
     parser.add_argument("--log-kb", type=int, default=100, help="size of the multi-rank log in KB")
+    parser.add_argument("--ready-timeout", type=float, default=90.0,
+                        help="seconds to wait for /readyz (the server compiles its rules in a fresh home; default 90)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of /healthz then POST (medians are reported)")
     args = parser.parse_args(argv)
     concurrency = max(1, min(MAX_CONCURRENCY, args.concurrency))
@@ -231,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         proc = start_server(Path(home), port, args.workers)
         try:
             boot = wait_for(port, proc, "/healthz", started)
-            ready = wait_for(port, proc, "/readyz", started)
+            ready = wait_for(port, proc, "/readyz", started, args.ready_timeout)
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
             status = _request(conn, "POST", "/v1/diagnoses", payload, json_headers)
             if status != 201:

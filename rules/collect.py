@@ -53,7 +53,7 @@ class SourceState:
     nodes: set[str] = field(default_factory=set)  # node names its lines print (one: the source is that node)
 
 
-@dataclass
+@dataclass(slots=True)
 class Stream:
     """What one (source, participant) printed so far: enough context to place an error."""
 
@@ -64,11 +64,11 @@ class Stream:
     last_marker: str | None = None  # last phase marker: checkpoint_start/_end, eval_start/_end, exit, train_start
     init_seen: bool = False
     train_started: bool = False
-    frames: deque[tuple[int, str, str]] = field(default_factory=lambda: deque(maxlen=64))  # (lineno, func, file)
+    frames: list[tuple[int, str, str]] = field(default_factory=list)  # (lineno, func, file), at most max_frames
     traceback_at: int | None = None  # line of the open "Traceback (most recent call last):"
 
 
-@dataclass
+@dataclass(slots=True)
 class Event:
     """The first line of one symptom on one participant, with the context needed to place it."""
 
@@ -105,7 +105,7 @@ class Event:
     year_from: str | None = None  # set when the year of a year-less stamp was taken from other lines
 
 
-@dataclass
+@dataclass(slots=True)
 class Overflow:
     rank: int | None
     order: int
@@ -507,7 +507,7 @@ class Collector:
                 frames=frames,
                 line_fields=dict(groups), source_progress=src.max_stream_progress, source_max_step=src.max_step,
                 source_marker=src.last_marker, near_time=near, near_year_known=near_year_known,
-                whole=line[:self.whole_chars].decode("utf-8", "replace").rstrip("\r"),
+                whole=self._whole(line, text),
             )
             self.events[key] = event
             if rule.severity == "error":
@@ -540,6 +540,12 @@ class Collector:
             obs.lines.append(LineRef(source=src.name, lineno=lineno, text=text, rank=rank, local_rank=local_rank,
                                      node=node, pid=pid, time=None, rule=rule.id, fields=fields))
             obs.lines[-1].time = _iso(time, year_known)  # the year is fixed later if it was missing
+
+    def _whole(self, line: bytes, text: str) -> str:
+        """The line kept whole for showing it as the first error; ``""`` when that is ``text`` itself (a
+        short line): one copy per (symptom, rank) event instead of two."""
+        whole = line[:self.whole_chars].decode("utf-8", "replace").rstrip("\r")
+        return "" if whole == text else whole
 
     @property
     def overflows(self) -> list[Overflow]:

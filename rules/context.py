@@ -215,7 +215,7 @@ def _element(m: re.Match[bytes], ctx: LineContext) -> bool:
 
 #: torchrun's ``[rankN]:`` not followed by a digit or ``[digit`` (a dated timestamp may follow) nor by
 #: another rank element
-_LEADING_RANK = re.compile(rb"\[(?i:rank)(\d{1,6})\]:(?! ?(?:\d|\[\d|\[?(?i:rank)))")
+LEADING_RANK = re.compile(rb"\[(?i:rank)(\d{1,6})\]:(?! ?(?:\d|\[\d|\[?(?i:rank)))")
 
 
 def leading_rank(line: bytes) -> int | None:
@@ -224,8 +224,21 @@ def leading_rank(line: bytes) -> int | None:
 
     A cheap check for lines that are only counted: a full prefix parse costs ~10x more.
     """
-    m = _LEADING_RANK.match(line)
+    m = LEADING_RANK.match(line)
     return int(m.group(1)) if m is not None else None
+
+
+#: a line no prefix element can give a time: at most torchrun's ``[rankN]:`` (with the one blank it
+#: takes), then a blank, or a word that starts with four letters and ends at a blank or ``(`` (every
+#: time-bearing element starts with ``[``, a digit, a glog level letter and digits, a host/level token
+#: followed by ``:``, or a three-letter month)
+_UNTIMED = re.compile(rb"(?:\[[A-Za-z_]{1,32}?\d{1,6}\]: ?+)?(?:[ \t]|[A-Za-z_]{4}[\w.\-]*[ (])")
+
+
+def untimed(line: bytes, pos: int = 0) -> bool:
+    """True when :func:`parse_prefix` of the line starting at ``line[pos]`` certainly finds no time
+    (traceback and frame lines); False means "parse it". Lets a timestamp lookback skip them cheaply."""
+    return _UNTIMED.match(line, pos) is not None
 
 
 def parse_prefix(line: bytes) -> LineContext:

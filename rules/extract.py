@@ -32,7 +32,7 @@ from rules import (
     phrases,
 )
 from rules.collect import Collector, SourceState
-from rules.context import SourceHint, leading_rank, parse_prefix, source_hint
+from rules.context import LEADING_RANK, LineContext, SourceHint, parse_prefix, source_hint, untimed
 from rules.loader import default_rules
 from rules.matcher import LineMatcher, cached_fingerprint, cached_matcher
 from rules.model import Extraction
@@ -40,6 +40,7 @@ from rules.ruleset import Rule, RuleSet
 from rules.settings import Settings, load_settings
 
 ProgressCallback = Callable[[int], None]
+_LEADING_RANK_AT = LEADING_RANK.match
 
 #: magic numbers of files that are not text logs: (prefix, what it is)
 _MAGIC = (
@@ -129,6 +130,9 @@ def _without(plan: _Plan, leave_out: list[bool], settings: Settings) -> _Plan:
 class _Reader:
     """Scans one source chunk by chunk and feeds hit lines to the collector.
 
+    With ``shortcuts`` off every hit line is read in full (the straightforward path the tests compare
+    the counted-not-read shortcuts against).
+
     Context-only lines (progress, init, memory lines: see ``_context_only``) are sampled: the
     first ``context_full_lines`` of each kind are read, then every ``context_stride``-th; progress
     lines past their first ones are sampled by window instead (``_full_chunk``). Past the first
@@ -136,6 +140,8 @@ class _Reader:
     scanned with the full rule set; the others with the "lean" set (no context-only rules), which
     never reports a progress line at all.
     """
+
+    shortcuts = True
 
     def __init__(self, rules: RuleSet, collector: Collector, settings: Settings,
                  progress: ProgressCallback | None):
@@ -209,6 +215,8 @@ class _Reader:
         cache = _LookbackCache()
         seen: dict[int, int] = {}
         self.confirmed: dict[str, int] = {}  # confirmations per rule id in this source
+        self.parsed: dict[int, LineContext] = {}  # source offset -> prefix of a recently parsed hit line
+        self.ready: dict[_Plan, set[tuple[int, ...]]] = {}  # per plan: hit sets past ``repeat_after``
         windows = _ProgressWindows()
         last_byte = b"\n"
         for number, (buf, begin, end) in enumerate(self.chunks(stream)):
@@ -291,9 +299,7 @@ class _Reader:
         matcher = plan.matcher
         whole = begin == 0 and limit == len(chunk)
         hits = matcher.scan(chunk if whole else memoryview(chunk)[begin:limit])
-        if begin:
-            hits = [(end + begin, index) for end, index in hits]
-        hits.sort()
+        hits.sort()  # ends are relative to ``begin`` (shifting 100,000 hits would cost more than the adds)
         counted = begin
         i, n = 0, len(hits)
         confirm = matcher.confirm
@@ -304,17 +310,22 @@ class _Reader:
         keep = self._keep
         max_rules = self.max_rules
         line_kinds = plan.line_kinds
+        parsed = self.parsed
+        ready = self.ready.setdefault(plan, set())  # hit sets whose symptom rules were all confirmed often
+        leading = _LEADING_RANK_AT
+        shortcuts = self.shortcuts
         while i < n:
-            end, first = hits[i]
+            at, first = hits[i]
             i += 1
-            if i < n and hits[i][0] == end:
+            if i < n and hits[i][0] == at:
                 j = i + 1
-                while j < n and hits[j][0] == end:
+                while j < n and hits[j][0] == at:
                     j += 1
                 indexes: tuple[int, ...] = (first, *[hit[1] for hit in hits[i:j]])
                 i = j
             else:
                 indexes = (first,)
+            end = at + begin
             kind = line_kinds.get(indexes)
             if kind is None:
                 kind = plan.line_kind(indexes)
@@ -329,23 +340,28 @@ class _Reader:
                     continue
                 seen[key] = count
             start = max(chunk.rfind(b"\n", begin, end) + 1, begin)
-            line = chunk[start:end]
-            if line.endswith(b"\r"):
-                line = line[:-1]
-            rank = leading_rank(line) if structure or rank_countable else None
+            # the rank of a line that starts with torchrun's [rankN]: (rules.context.leading_rank), read in place
+            m = leading(chunk, start) if shortcuts and (structure or rank_countable) else None
+            rank = int(m.group(1)) if m is not None else None
             if rank is not None:  # the participant is known without parsing the prefix: try to only count it
                 if structure and collector.skip_traceback_of(src, ("r", rank)):
                     continue
-                if rank_countable and all(confirmed.get(r.id, 0) >= repeat_after for r in symptom_objs) \
+                if rank_countable and (indexes in ready or _often(confirmed, symptom_objs, repeat_after, ready, indexes)) \
                         and collector.repeat_of(src, ("r", rank), symptom_objs):
                     continue
-                ctx = parse_prefix(line)
-            else:
-                ctx = parse_prefix(line)
+            line = chunk[start:end]
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            ctx = parse_prefix(line)
+            if len(line) == end - start:  # a later lookback may need this line's time: parsed once
+                if len(parsed) >= 256:
+                    parsed.clear()
+                parsed[origin + start] = ctx
+            if rank is None and shortcuts:
                 if structure and collector.skip_traceback(src, ctx):
                     continue  # a later traceback of a rank that already erred: its frames go unused
                 if (all_repeatable or (rank_countable and ctx.rank is not None)) \
-                        and all(confirmed.get(r.id, 0) >= repeat_after for r in symptom_objs) \
+                        and (indexes in ready or _often(confirmed, symptom_objs, repeat_after, ready, indexes)) \
                         and collector.repeat(src, ctx, symptom_objs):
                     continue  # a line like many before it, from a rank already seen: counted, not re-read
             lineno += chunk.count(b"\n", counted, start)
@@ -379,7 +395,10 @@ class _Reader:
             if newline < 0 and floor != begin:
                 break  # the window starts inside a line
             prev = newline + 1 if newline >= 0 else begin
-            ctx = parse_prefix(chunk[prev:pos])
+            if untimed(chunk, prev):  # a frame or traceback line: no time to find
+                pos = prev - 1
+                continue
+            ctx = self.parsed.get(origin + prev) or parse_prefix(chunk[prev:pos])
             if ctx.time is not None:
                 found = (ctx.time, ctx.year_known)
                 break
@@ -388,6 +407,16 @@ class _Reader:
             cache.time, cache.year_known = found
         cache.upto = origin + start
         return (cache.time, cache.year_known) if cache.time is not None else (None, True)
+
+
+def _often(confirmed: dict[str, int], rules: list[Rule], repeat_after: int, ready: set[tuple[int, ...]],
+           indexes: tuple[int, ...]) -> bool:
+    """Were all these rules confirmed ``repeat_after`` times in this source? Counts only grow, so a yes
+    is remembered in ``ready`` for the hit set."""
+    if all(confirmed.get(r.id, 0) >= repeat_after for r in rules):
+        ready.add(indexes)
+        return True
+    return False
 
 
 @dataclass

@@ -3,12 +3,17 @@ the diagnosis is the one a full read gives."""
 
 from __future__ import annotations
 
-import pytest
+import random
 
-from bench.error_dense_bench import generate
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bench.error_dense_bench import generate, victim_block
 from rules import derive as derive_module
+from rules import extract as extract_module
 from rules.collect import Collector
-from rules.context import leading_rank, parse_prefix
+from rules.context import leading_rank, parse_prefix, untimed
 from rules.extract import extract, extract_text
 from rules.loader import default_rules
 
@@ -89,3 +94,54 @@ def test_the_cheap_rank_agrees_with_the_prefix_parser(extra: bytes) -> None:
             ctx = parse_prefix(line)
             assert ctx.rank == rank, line
             assert ctx.time is None or not ctx.year_known, line  # a dated line is parsed (its year is counted)
+
+
+def _view(x) -> dict:
+    """What a diagnosis shows of an extraction: symptoms with counts, ranks and kept lines, the first error,
+    scope and phase (not the internal order numbers, which count only the lines read in full)."""
+    symptoms = {sid: (o.count, sorted(o.ranks), sorted(o.nodes), o.first_seen, sorted(o.rules), o.secondary, o.fields,
+                      [(ln.source, ln.lineno, ln.text, ln.rank, ln.node, ln.time, ln.rule, ln.fields) for ln in o.lines])
+                for sid, o in x.symptoms.items()}
+    return {"symptoms": symptoms, "first_error": x.first_error, "scope": x.scope, "scope_detail": x.scope_detail,
+            "phase": x.phase, "ranks": sorted(x.ranks_seen), "lines": x.lines_processed, "absent": sorted(x.absent),
+            "supplied": sorted(x.supplied_sources)}
+
+
+def _straightforward(monkeypatch, path):
+    with monkeypatch.context() as m:
+        m.setattr(extract_module._Reader, "shortcuts", False)
+        return extract({}, log_files=[("job", path)])
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ranks=st.integers(2, 160), blocks=st.integers(1, 4), seed=st.integers(0, 10_000),
+       drop=st.sampled_from([0.0, 0.05, 0.3]))
+def test_the_shortcuts_show_what_reading_every_line_shows(tmp_path, monkeypatch, ranks, blocks, seed, drop) -> None:
+    path = tmp_path / f"job-{ranks}-{blocks}-{seed}.log"
+    origin = generate(path, ranks, blocks, seed)
+    if drop:  # cut logs: lines lost at random (a traceback without its header, a block without its error)
+        rng = random.Random(seed)
+        kept = [ln for ln in path.read_bytes().splitlines(keepends=True) if rng.random() >= drop]
+        path.write_bytes(b"".join(kept))
+    fast = extract({}, log_files=[("job", path)])
+    assert _view(fast) == _view(_straightforward(monkeypatch, path))
+    if not drop:
+        assert fast.first_error is not None and fast.first_error.rank == origin
+
+
+def test_the_dense_log_reads_the_same_with_and_without_shortcuts(dense_log, monkeypatch) -> None:
+    path, _ = dense_log
+    assert _view(extract({}, log_files=[("job", path)])) == _view(_straightforward(monkeypatch, path))
+
+
+def test_a_line_called_untimed_has_no_time() -> None:
+    victims = [ln.encode() for r in (0, 7, 4095) for ln in victim_block(r, 4180, 1727980000.5)]
+    lines = [*_example_lines(), *victims, b"  File x", b"Traceback (most recent call last):", b"May  1 10:00:00 h x",
+             b"[rank1]: May  1 10:00:00 host kernel: x", b"[rank1]: node3: [2024-05-01 10:00:00,1] x",
+             b"[rank1]:  2024-05-01T10:00:00 x", b"ERROR:root: x", b"Wed May  1 10:00:00 2024 x"]
+    untimed_lines = [line for line in lines if untimed(line)]
+    assert len(untimed_lines) > len(victims) // 2  # frames and tracebacks are recognised ...
+    for line in untimed_lines:
+        assert parse_prefix(line).time is None, line  # ... and never a line that has a time
+    for i in range(1, 4):  # in place, as the lookback calls it
+        assert untimed(b"x\n" * i + b"[rank3]:   File 'a.py'", 2 * i)
