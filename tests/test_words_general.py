@@ -103,3 +103,13 @@ def test_examples_here_are_not_corpus_sentences() -> None:
     match, no_match = version_outcomes.examples()
     examples = [s for s, _ in match] + no_match
     assert examples and not [e for e in examples if any(e.lower() in t for t in texts)]
+
+
+def test_a_progressive_slowdown_reaches_throttled_clocks() -> None:
+    from kb.diagnosis import diagnose
+
+    said = "On our one workstation the images/sec start at full speed and drift lower over time, no errors."
+    x = extract({"description": said})
+    assert "s.slowdown_over_time" in x.symptoms
+    top = [c["id"] for c in diagnose({"description": said})["causes"][:3]]
+    assert "hardware.thermal_power_throttle" in top
