@@ -97,7 +97,7 @@ _DIR = click.option("--dir", "dirs", multiple=True, metavar="DIR", type=click.Pa
 def test_command(rule_id: str | None, dirs: tuple[Path, ...]) -> None:
     """Run every rule's match / no_match examples through the real matcher; exit 1 on any failure."""
     from kb.errors import DsdoctorError
-    from rules.testing import ExampleRunner
+    from rules.testing import VERSION_RULE, ExampleRunner
 
     use_disk_cache()
     ruleset, problems = _ruleset(dirs)
@@ -105,7 +105,7 @@ def test_command(rule_id: str | None, dirs: tuple[Path, ...]) -> None:
         click.echo(str(problem), err=True)
     from rules.lexicon import load_lexicon
 
-    if rule_id and ruleset.get(rule_id) is None and load_lexicon().get(rule_id) is None:
+    if rule_id and rule_id != VERSION_RULE and ruleset.get(rule_id) is None and load_lexicon().get(rule_id) is None:
         from difflib import get_close_matches
 
         close = get_close_matches(rule_id, [r.id for r in ruleset.rules], n=3)

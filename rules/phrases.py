@@ -14,8 +14,9 @@ not happen, no stronger than ``negated_reliability``.
 
 from __future__ import annotations
 
+import functools
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from rules.collect import Collector
 from rules.lexicon import compose_description
@@ -37,13 +38,25 @@ def _negated(line: str, start: int, cfg: dict[str, Any]) -> bool:
     "OOM" inside a Chinese sentence (现在不 OOM 了) is negated by 不.
     """
     window = cfg["negation_window_chars"]
-    before = line[max(0, start - window * 4):start]
+    before = _without_pseudo_negations(line[max(0, start - window * 4):start], cfg)
     parts = re.split(cfg["clause_breaks"], before)
     clause = parts[-1][-window:] if parts else ""
     if _HAN.search(clause) and any(word in clause for word in cfg["negations"].get("zh", [])):
         return True
     words = re.findall(r"[a-z']+", clause.lower())
     return any(word in words for word in cfg["negations"].get("en", []))
+
+
+@functools.lru_cache(maxsize=8)
+def _pseudo(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE)
+
+
+def _without_pseudo_negations(text: str, cfg: dict[str, Any]) -> str:
+    """``text`` with the negation-shaped words that negate nothing blanked out: 不到 (less than), 不断
+    (on and on), 不知道为什么 / "not sure why" (the speaker's doubt), an aside such as （不是显存）."""
+    patterns = tuple(cfg.get("pseudo_negations") or ())
+    return _pseudo(patterns).sub(lambda m: " " * len(m.group(0)), text) if patterns else text
 
 
 def asserted(line: str, m: Any, cfg: dict[str, Any]) -> bool | None:
@@ -103,10 +116,26 @@ def read_description(description: Any, rules: RuleSet, collector: Collector, set
             collector.observe(sid, source=source, text=line.strip(), rule=m.rule.id, reliability=reliability,
                               fields=dict(m.groups), lineno=lineno)
     compose_description(description[:MAX_DESCRIPTION_CHARS], cfg, _negated, collector, source, said_no, seen)
+    _read_versions(description[:MAX_DESCRIPTION_CHARS], outcomes, source, cfg)
     for sid in said_no - seen - extraction.absent:
         extraction.absent.add(sid)  # a "no" read from words is soft: the parse may be wrong
         extraction.absent_strength[sid] = cfg["negated_reliability"]
     extraction.outcomes.extend(outcomes.values())
+
+
+class _VersionRule(NamedTuple):
+    id: str
+    observation: str
+    reliability: float
+
+
+def _read_versions(text: str, outcomes: dict[str, ReportedOutcome], source: str, cfg: dict[str, Any]) -> None:
+    """Two releases compared in words ("runs with 0.5.8, throws with 0.6.1"): x.other_release's outcome."""
+    from rules import version_outcomes
+
+    for said in version_outcomes.read(text):
+        rule = _VersionRule("versions.compare", f"x.other_release={said.outcome}", version_outcomes.reliability())
+        _record_outcome(outcomes, rule, True, said.text, said.lineno, source, cfg)
 
 
 def _record_outcome(found: dict[str, ReportedOutcome], rule: Any, happened: bool, line: str, lineno: int,

@@ -114,7 +114,29 @@ class ExampleRunner:
         for comp in self.lexicon.compositions if self.lexicon else ():
             if rule_id is None or comp.id == rule_id:
                 results.extend(self.run_composition(comp))
+        if self.lexicon and rule_id in (None, VERSION_RULE):
+            results.extend(run_version_examples())
         return results
+
+
+VERSION_RULE = "versions.compare"
+
+
+def run_version_examples() -> list[ExampleResult]:
+    """The examples of rules/data/version_outcomes.yaml through the reader descriptions use."""
+    from rules import version_outcomes
+
+    where = str(version_outcomes.DATA)
+    match, no_match = version_outcomes.examples()
+    out = []
+    for line, outcome in match:
+        got = [s.outcome for s in version_outcomes.read(line)]
+        out.append(ExampleResult(VERSION_RULE, "match", line, got == [outcome],
+                                 "" if got == [outcome] else f"reads {got or 'nothing'}, expected {outcome}", where))
+    for line in no_match:
+        got = [s.outcome for s in version_outcomes.read(line)]
+        out.append(ExampleResult(VERSION_RULE, "no_match", line, not got, f"reads {got}" if got else "", where))
+    return out
 
 
 def run_examples(rules: RuleSet, rule_id: str | None = None) -> list[ExampleResult]:

@@ -1,0 +1,115 @@
+"""Words read in general (issue 13): negation-shaped words that negate nothing, two releases compared
+in words, and the phrase families added for the misses of batches 1-3.
+
+Every sentence here is written for this test (none is a corpus case's sentence; a test checks it).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rules import version_outcomes
+from rules.extract import extract
+from rules.testing import run_version_examples
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _seen(text: str) -> tuple[set[str], set[str]]:
+    x = extract({"description": text})
+    return set(x.symptoms), set(x.absent)
+
+
+@pytest.mark.parametrize("text", [
+    "还不到半个 epoch，loss 就变成了 nan",           # 不到 = less than
+    "不知道为什么 loss 突然变成 nan",                 # the speaker's doubt
+    "没几步 loss 就 nan 了",                          # within a few steps
+    "not sure why, but the loss turns into NaN after warmup",
+    "I have no idea why the loss becomes NaN at step 40",
+])
+def test_a_pseudo_negation_does_not_deny_the_symptom(text: str) -> None:
+    seen, absent = _seen(text)
+    assert "s.loss_nan" in seen and "s.loss_nan" not in absent
+
+
+@pytest.mark.parametrize("text", ["loss 没有出现 nan", "the loss never turns into NaN", "训练中不会出现 nan"])
+def test_a_real_negation_still_denies(text: str) -> None:
+    seen, absent = _seen(text)
+    assert "s.loss_nan" not in seen and "s.loss_nan" in absent
+
+
+def test_an_aside_that_denies_another_noun_negates_nothing() -> None:
+    seen, absent = _seen("加载模型的时候主机内存（不是显存）被吃满，CPU内存超出，进程被杀")
+    assert "s.host_ram_high" in seen and "s.host_ram_high" not in absent
+
+
+def test_a_failure_before_training_starts_is_not_denied_by_its_time_clause() -> None:
+    seen, absent = _seen("还没开始训练就 OOM 了")
+    assert "s.cuda_oom" in seen and "s.cuda_oom" not in absent
+
+
+@pytest.mark.parametrize(("text", "outcome"), [
+    ("it errors at init with deepspeed 0.12.6, the same script runs with deepspeed 0.12.3", "older_works"),
+    ("works on torch 2.1.2 but fails on 2.2.0", "older_works"),
+    ("fails on accelerate 0.25.0 while it passes on accelerate 0.27.2", "newer_works"),
+    ("after bumping peft from 0.6.2 to 0.7.0 the loss is worse", "older_works"),
+    ("vllm 0.4.0 正常，换到 vllm 0.4.1 就报错", "older_works"),
+])
+def test_two_releases_compared_are_an_other_release_outcome(text: str, outcome: str) -> None:
+    assert [s.outcome for s in version_outcomes.read(text)] == [outcome]
+    x = extract({"description": text})
+    assert [(o.experiment, o.outcome) for o in x.outcomes] == [("x.other_release", outcome)]
+
+
+@pytest.mark.parametrize("text", [
+    "deepspeed 0.12.6 with torch 2.1.2 on 16 GPUs",       # versions, nothing said about them
+    "the loss goes from 2.31 to 1.05 and training works",  # numbers that are not releases
+    "torch 2.1.2 fails, torch 2.2.0 fails too",           # both fail: not a regression
+    "it is 1.5x slower with 2.5 GB more memory, works otherwise",
+])
+def test_versions_without_a_working_and_a_failing_release_say_nothing(text: str) -> None:
+    assert version_outcomes.read(text) == []
+
+
+def test_the_version_file_examples_pass() -> None:
+    results = run_version_examples()
+    assert results and all(r.ok for r in results), [r for r in results if not r.ok]
+
+
+def test_memory_held_after_the_process_is_gone_is_another_process_not_a_leak() -> None:
+    seen, _ = _seen("after killing the training job with ctrl-c, the GPU memory is still occupied")
+    assert "s.oom_other_process_on_gpu" in seen and "s.mem_allocated_rising" not in seen
+    seen, _ = _seen("after deleting the engine the GPU memory is still held by the process")
+    assert "s.mem_allocated_rising" in seen and "s.oom_other_process_on_gpu" not in seen
+
+
+def test_a_lower_zero_stage_mentioned_is_not_an_experiment() -> None:
+    x = extract({"description": "after a ZeRO stage-2 run finishes the memory is still allocated"})
+    assert not [o for o in x.outcomes if o.experiment == "x.lower_zero_stage"]
+
+
+def test_lower_lr_still_diverging_is_read_in_both_languages() -> None:
+    for text in ("even with a smaller learning rate the loss still goes to NaN", "学习率调小以后也一样出现 nan"):
+        x = extract({"description": text})
+        assert ("x.lower_lr_warmup_clip", "still_diverges") in [(o.experiment, o.outcome) for o in x.outcomes]
+
+
+def test_examples_here_are_not_corpus_sentences() -> None:
+    texts = [json.dumps(json.loads(p.read_text()), ensure_ascii=False).lower()
+             for p in sorted((ROOT / "bench" / "corpus").rglob("batch*/*.json"))]
+    match, no_match = version_outcomes.examples()
+    examples = [s for s, _ in match] + no_match
+    assert examples and not [e for e in examples if any(e.lower() in t for t in texts)]
+
+
+def test_a_progressive_slowdown_reaches_throttled_clocks() -> None:
+    from kb.diagnosis import diagnose
+
+    said = "On our one workstation the images/sec start at full speed and drift lower over time, no errors."
+    x = extract({"description": said})
+    assert "s.slowdown_over_time" in x.symptoms
+    top = [c["id"] for c in diagnose({"description": said})["causes"][:3]]
+    assert "hardware.thermal_power_throttle" in top
