@@ -6,12 +6,16 @@ follows by Bayes, and IG(e) = H(P) - sum_o P(o) H(P | o) in bits. Experiments ar
 their net value V * IG(e) - cost(e), cost in GPU-minutes (at least one) and V the worth of one
 bit in GPU-minutes (kb/engine.yaml). Ranking by IG / cost alone keeps choosing cheap checks that
 barely move the distribution; the simulation benchmark (bench/simulation.py) shows the net
-value reaches a confident diagnosis at about half the cost of cheapest-first, at equal or better
-accuracy. Experiments whose outcome is already known are skipped.
+value reaches a confident diagnosis at about a third of the cost of cheapest-first, at equal or
+better accuracy. Experiments whose outcome is already known are skipped.
+
+With ``planner_focus`` k > 0 the gain that is ranked is :func:`focused_gain`: information about
+which of the k leading causes it is, or that it is none of them. Checks that only tell improbable
+causes apart then gain nothing, and what confirms or refutes the leader against its rival wins.
 
 :func:`plan` is what a diagnosis shows: it also skips experiments the evidence already settles
-(an outcome's ``settled_by`` symptom was seen), hides proposals below the information floor
-(``min_information_gain_bits``), and once the leading cause is above the confidence threshold
+(an outcome's ``settled_by`` symptom was seen), leaves out proposals below the information floor
+(``min_information_gain_bits``) before taking the best by net value, and once the leading cause is above the confidence threshold
 makes its fix and regression check the next step.
 """
 
