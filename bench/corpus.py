@@ -19,7 +19,13 @@ pipeline (rules -> symptoms -> ranking), as ``dsdoctor diagnose --evidence`` wou
 The corpus also ships as read-only public incidents (``--export-incidents`` writes
 kb/data/incidents/public.jsonl; a test keeps the two in step).
 
-Usage: python -m bench.corpus [--verbose] [--batch N] [--record-first-contact N] [--export-incidents]
+Retrieval over the public incidents never lets a case find itself: while a case is scored, its own
+incident and every incident from its thread are hidden (leave-one-out), and a batch being scored on
+first contact, or without its first-contact row yet, is hidden for the whole run.
+``--cross-validate`` chooses the incidents' weight on two batches and scores the third.
+
+Usage: python -m bench.corpus [--verbose] [--batch N] [--record-first-contact N] [--cross-validate]
+       [--export-incidents]
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ import itertools
 import json
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +59,13 @@ class Case:
     label: str
     ok: set[str]
     evidence: dict[str, Any]
+    threads: tuple[str, ...] = ()  # the case's source thread, as ``source`` and as ``url``
+
+    @property
+    def hides(self) -> set[str]:
+        """What retrieval must not see while this case is scored: its own public incident (by id)
+        and every incident from its thread (kb/retrieval.py ``excluding``)."""
+        return {self.id, *self.threads}
 
     @property
     def has_logs(self) -> bool:
@@ -86,7 +101,8 @@ def load_cases(folder: Path, batch: int | None = None) -> list[Case]:
         if "evidence" not in raw or "label" not in raw:
             continue
         case = Case(id=raw["id"], batch=raw.get("batch"), language=raw.get("language", "en"),
-                    label=raw["label"], ok={raw["label"], *raw.get("also_ok", [])}, evidence=raw["evidence"])
+                    label=raw["label"], ok={raw["label"], *raw.get("also_ok", [])}, evidence=raw["evidence"],
+                    threads=tuple(t for t in (raw.get("source"), raw.get("url")) if t))
         if batch is None or case.batch == batch:
             out.append(case)
     return out
@@ -152,12 +168,12 @@ def first_step(kb, diagnosis: dict[str, Any], label: str) -> tuple[str | None, b
     above the confidence threshold, that cause's fix (it bears when that cause is the label)."""
     from kb.diagnosis import catalog_cause
 
+    step = diagnosis.get("next_step") or {}
+    if step.get("cause"):  # a confident answer's next step is its fix; experiments come after
+        return f"fix:{step['cause']}", catalog_cause(kb, step["cause"]) == label
     proposals = diagnosis["next_experiments"]
     if proposals:
         return proposals[0]["id"], _bears_on(kb, proposals[0]["id"], label)
-    step = diagnosis.get("next_step") or {}
-    if step.get("cause"):
-        return f"fix:{step['cause']}", catalog_cause(kb, step["cause"]) == label
     return None, False
 
 
@@ -172,20 +188,38 @@ def _predicted_outcome(kb, experiment_id: str, label: str) -> str:
     return max(dist, key=dist.get)
 
 
-def evaluate(cases: list[Case], kb, loop: bool = True) -> list[Outcome]:
-    from kb.diagnosis import diagnose
+def hidden_keys(cases: list[Case]) -> set[str]:
+    """Every id and thread of ``cases``: hidden from retrieval for a whole run (a batch scored on
+    first contact, or one without its first-contact row, is never a document for anything)."""
+    return set().union(*(c.hides for c in cases)) if cases else set()
 
+
+def evaluate(cases: list[Case], kb, loop: bool = True, hidden: set[str] | frozenset[str] = frozenset(),
+             own_batch_hidden: bool = False) -> list[Outcome]:
+    """Score every case; its own documents (leave-one-out) and ``hidden`` are invisible to retrieval,
+    and with ``own_batch_hidden`` every document of its batch, as on that batch's first contact."""
+    from kb.retrieval import excluding
+
+    batches = {b: hidden_keys([c for c in cases if c.batch == b]) for b in {c.batch for c in cases}}
     out = []
     for case in cases:
-        evidence = dict(case.evidence)
-        diagnosis = diagnose(evidence, kb=kb, top=10, lang="zh" if case.language == "zh" else "en")
-        ranked = _catalog_probabilities(kb, diagnosis)
-        result = Outcome(case, [c for c, _ in ranked], ranked[0][1] if ranked else 0.0)
-        result.first_experiment, result.first_bears = first_step(kb, diagnosis, case.label)
-        if loop:
-            result.loop_confident = _closed_loop(kb, evidence, diagnosis, case.label)
-        out.append(result)
+        mates = batches[case.batch] if own_batch_hidden and case.batch is not None else set()
+        with excluding(set(hidden) | case.hides | mates):
+            out.append(_evaluate_one(case, kb, loop))
     return out
+
+
+def _evaluate_one(case: Case, kb, loop: bool) -> Outcome:
+    from kb.diagnosis import diagnose
+
+    evidence = dict(case.evidence)
+    diagnosis = diagnose(evidence, kb=kb, top=10, lang="zh" if case.language == "zh" else "en")
+    ranked = _catalog_probabilities(kb, diagnosis)
+    result = Outcome(case, [c for c, _ in ranked], ranked[0][1] if ranked else 0.0)
+    result.first_experiment, result.first_bears = first_step(kb, diagnosis, case.label)
+    if loop:
+        result.loop_confident = _closed_loop(kb, evidence, diagnosis, case.label)
+    return result
 
 
 def _closed_loop(kb, evidence: dict[str, Any], diagnosis: dict[str, Any], label: str) -> bool:
@@ -270,6 +304,75 @@ def print_loop(rows: list[Outcome]) -> None:
           f"first experiment bears on the label: {_pct(_share(rows, 'first_bears'))}")
 
 
+#: the values of ``incident_weight`` cross-validation tries (0 = the public incidents say nothing)
+CV_GRID = (0.0, 0.125, 0.25, 0.5, 1.0)
+
+
+@contextmanager
+def engine_override(**values: float) -> Iterator[None]:
+    """Within this block the engine runs with these kb/engine.yaml settings replaced."""
+    from kb.inference import engine_settings
+
+    settings = engine_settings()
+    saved = {k: settings[k] for k in values if k in settings}
+    settings.update(values)
+    try:
+        yield
+    finally:
+        for k in values:
+            settings.pop(k, None)
+        settings.update(saved)
+
+
+def _fit(rows: list[Outcome]) -> float:
+    return (_share(rows, "top1") or 0.0) + (_share(rows, "top3") or 0.0)
+
+
+def cross_validate(cases: list[Case], kb, setting: str = "incident_weight",
+                   grid: tuple[float, ...] = CV_GRID) -> list[dict[str, Any]]:
+    """Per batch: choose ``setting`` on the other batches (best top-1 + top-3, the smaller value on a
+    tie) and score the held-out batch with it. The held-out batch's documents are hidden throughout,
+    and every case is scored as on its own batch's first contact: without any document of its batch
+    (a batch holds each cause about once, so batch-mates would only ever be distractors)."""
+    folds = []
+    for test in sorted({c.batch for c in cases if c.batch is not None}):
+        hidden = hidden_keys([c for c in cases if c.batch == test])
+        runs = {}
+        for value in grid:
+            with engine_override(**{setting: value}):
+                runs[value] = evaluate(cases, kb, loop=False, hidden=hidden, own_batch_hidden=True)
+        train = {v: _fit([r for r in rows if r.case.batch != test]) for v, rows in runs.items()}
+        best = max(grid, key=lambda v: (round(train[v], 9), -v))
+        held = {v: [r for r in rows if r.case.batch == test] for v, rows in runs.items()}
+        folds.append({"test": test, "chosen": best, "train_fit": train, **summary(held[best]),
+                      "without": summary(held[min(grid)]), "held_out": {v: summary(rows) for v, rows in held.items()}})
+    return folds
+
+
+def fit_all(cases: list[Case], kb, setting: str = "incident_weight",
+            grid: tuple[float, ...] = CV_GRID) -> tuple[float, dict[float, float]]:
+    """The value the same procedure chooses on every batch (each case without its batch's documents):
+    the one to ship; the folds of :func:`cross_validate` say how well choosing this way generalises."""
+    fits = {}
+    for value in grid:
+        with engine_override(**{setting: value}):
+            fits[value] = _fit(evaluate(cases, kb, loop=False, own_batch_hidden=True))
+    return max(grid, key=lambda v: (round(fits[v], 9), -v)), fits
+
+
+def print_cross_validation(folds: list[dict[str, Any]], setting: str = "incident_weight") -> None:
+    print(f"   cross-validation of {setting} (fit top-1 + top-3 on the other batches, score the held-out one):")
+    for f in folds:
+        fits = ", ".join(f"{v:g}: {x:.3f}" for v, x in f["train_fit"].items())
+        w = f["without"]
+        print(f"   held-out batch {f['test']}: chosen {f['chosen']:g} (train fit {fits})")
+        print(f"      held-out n {f['n']}: top-1 {_pct(f['top1'])} top-3 {_pct(f['top3'])} "
+              f"desc-only top-3 {_pct(f['description_only_top3'])} zh top-3 {_pct(f['chinese_top3'])}"
+              f"   | at {min(f['train_fit']):g}: top-1 {_pct(w['top1'])} top-3 {_pct(w['top3'])}")
+        every = ", ".join(f"{v:g}: {_pct(x['top1']).strip()}/{_pct(x['top3']).strip()}" for v, x in f["held_out"].items())
+        print(f"      held-out top-1/top-3 at every value (not used for the choice): {every}")
+
+
 def read_first_contact() -> list[dict[str, Any]]:
     return json.loads(FIRST_CONTACT.read_text(encoding="utf-8")) if FIRST_CONTACT.exists() else []
 
@@ -311,6 +414,8 @@ def main() -> None:
                         help="score batch N and record it as its first contact (once, never rewritten)")
     parser.add_argument("--devset", type=Path, default=DEVSET_DIR)
     parser.add_argument("--no-loop", action="store_true", help="skip the closed-loop run")
+    parser.add_argument("--cross-validate", action="store_true",
+                        help="choose incident_weight on two batches, score the third, per fold (no loop)")
     parser.add_argument("--export-incidents", action="store_true",
                         help=f"write the corpus as public incidents to {PUBLIC_INCIDENTS.relative_to(ROOT)}")
     args = parser.parse_args()
@@ -320,7 +425,8 @@ def main() -> None:
         return
     kb = get_kb()
     if args.record_first_contact is not None:
-        rows = evaluate(load_cases(CORPUS_DIR, args.record_first_contact), kb)
+        fresh = load_cases(CORPUS_DIR, args.record_first_contact)
+        rows = evaluate(fresh, kb, hidden=hidden_keys(fresh))  # the batch's own documents do not exist yet
         print(json.dumps(record_first_contact(args.record_first_contact, rows), indent=1))
         return
     started = time.perf_counter()
@@ -331,7 +437,14 @@ def main() -> None:
         print(f"   batch(es) {unscored} have no first-contact row yet: left out (score them with "
               f"--record-first-contact N before anything else reads them)")
         cases = [c for c in cases if c.batch is None or c.batch in recorded]
-    rows = evaluate(cases, kb, loop=not args.no_loop)
+    # nor is an unscored batch a document for anything
+    hidden = hidden_keys([c for c in load_cases(CORPUS_DIR) if c.batch is not None and c.batch not in recorded])
+    if args.cross_validate:
+        print_cross_validation(cross_validate(cases, kb))
+        chosen, fits = fit_all(cases, kb)
+        print(f"   on all batches: chosen {chosen:g} (fit {', '.join(f'{v:g}: {x:.3f}' for v, x in fits.items())})")
+        return
+    rows = evaluate(cases, kb, loop=not args.no_loop, hidden=hidden)
     if args.verbose:
         for r in rows:
             if not r.top1:
@@ -346,7 +459,7 @@ def main() -> None:
     print_calibration(rows)
     print_loop(rows)
     print_first_contact()
-    devset = evaluate(load_cases(args.devset), kb, loop=not args.no_loop)
+    devset = evaluate(load_cases(args.devset), kb, loop=not args.no_loop, hidden=hidden)
     if devset:
         print_accuracy("devset", devset)
         print_calibration(devset)

@@ -10,15 +10,23 @@ sampled cases and outcome draws:
 * cheapest-first: the cheapest experiment that bears on a cause still above 1 %
 * probability/cost: the experiment whose targeted causes hold the most probability per GPU-minute
 
-Usage: python -m bench.simulation [--trials 8] [--seed 7]
+The posterior every policy starts from and updates is the exact one of the world simulated here:
+causes drawn equally often, symptoms and outcomes drawn from the model itself, so a uniform prior
+and plain Bayes (``--posterior model``, the default). The engine's answers to real reports use
+priors and a temperature fitted to how real reports deviate from the model (kb/engine.yaml:
+``prior_temper``, ``temper``, ``posterior_temperature``); in this world they overstate confidence,
+and a planner fed an overconfident posterior stops too early. ``--posterior engine`` shows that.
+
+Usage: python -m bench.simulation [--trials 8] [--seed 7] [--posterior model|engine]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from kb.inference import UNEXPLAINED, EvidenceState, rank
 from kb.model import Experiment, KnowledgeBase
@@ -27,6 +35,8 @@ from kb.planner import propose
 OBSERVED = {"logs", "derived", "config", "environment"}
 MAX_STEPS = 25
 CONFIDENT = 0.9
+#: the settings that make rank() the exact posterior of the simulated world (uniform prior, plain Bayes)
+MODEL_POSTERIOR = {"prior_temper": 0.0, "temper": 1.0, "posterior_temperature": 1.0}
 
 Policy = Callable[[KnowledgeBase, dict[str, float], set[str]], Experiment | None]
 
@@ -92,7 +102,31 @@ def run_case(kb, true_cause, posterior, policy, rng) -> tuple[float, int, str]:
     return cost, steps, max(posterior, key=posterior.get)
 
 
-def simulate(kb: KnowledgeBase, trials: int, seed: int) -> dict[str, dict[str, float]]:
+@contextlib.contextmanager
+def posterior_of(kind: str) -> Iterator[None]:
+    """``model``: rank with the simulated world's own exact posterior; ``engine``: as for real reports."""
+    from kb.inference import engine_settings
+
+    if kind == "engine":
+        yield
+        return
+    settings = engine_settings()
+    saved = {k: settings[k] for k in MODEL_POSTERIOR if k in settings}
+    settings.update(MODEL_POSTERIOR)
+    try:
+        yield
+    finally:
+        for k in MODEL_POSTERIOR:
+            settings.pop(k, None)
+        settings.update(saved)
+
+
+def simulate(kb: KnowledgeBase, trials: int, seed: int, posterior: str = "model") -> dict[str, dict[str, float]]:
+    with posterior_of(posterior):
+        return _simulate(kb, trials, seed)
+
+
+def _simulate(kb: KnowledgeBase, trials: int, seed: int) -> dict[str, dict[str, float]]:
     from kb.diagnosis import catalog_cause
 
     results: dict[str, list[tuple[float, int, bool]]] = {name: [] for name in POLICIES}
@@ -119,11 +153,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--trials", type=int, default=8, help="sampled cases per cause")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--posterior", choices=("model", "engine"), default="model",
+                        help="the simulated world's exact posterior (default) or the engine's real-report calibration")
     args = parser.parse_args()
     kb = get_kb()
-    table = simulate(kb, args.trials, args.seed)
+    table = simulate(kb, args.trials, args.seed, args.posterior)
     base = table["cheapest-first"]["cost"] or 1.0
-    print(f"   {len(kb.causes)} causes x {args.trials} trials; cost in GPU-minutes to P>={CONFIDENT}")
+    print(f"   {len(kb.causes)} causes x {args.trials} trials; cost in GPU-minutes to P>={CONFIDENT}; "
+          f"posterior: {args.posterior}")
     print(f"   {'policy':<18} {'mean cost':>10} {'median':>8} {'vs cheapest':>12} {'experiments':>12} {'accuracy':>9}")
     for name, r in table.items():
         print(f"   {name:<18} {r['cost']:>10.1f} {r['median_cost']:>8.1f} {r['cost'] / base:>12.0%} "

@@ -6,12 +6,16 @@ follows by Bayes, and IG(e) = H(P) - sum_o P(o) H(P | o) in bits. Experiments ar
 their net value V * IG(e) - cost(e), cost in GPU-minutes (at least one) and V the worth of one
 bit in GPU-minutes (kb/engine.yaml). Ranking by IG / cost alone keeps choosing cheap checks that
 barely move the distribution; the simulation benchmark (bench/simulation.py) shows the net
-value reaches a confident diagnosis at about half the cost of cheapest-first, at equal or better
-accuracy. Experiments whose outcome is already known are skipped.
+value reaches a confident diagnosis at about a third of the cost of cheapest-first, at equal or
+better accuracy. Experiments whose outcome is already known are skipped.
+
+With ``planner_focus`` k > 0 the gain that is ranked is :func:`focused_gain`: information about
+which of the k leading causes it is, or that it is none of them. Checks that only tell improbable
+causes apart then gain nothing, and what confirms or refutes the leader against its rival wins.
 
 :func:`plan` is what a diagnosis shows: it also skips experiments the evidence already settles
-(an outcome's ``settled_by`` symptom was seen), hides proposals below the information floor
-(``min_information_gain_bits``), and once the leading cause is above the confidence threshold
+(an outcome's ``settled_by`` symptom was seen), leaves out proposals below the information floor
+(``min_information_gain_bits``) before taking the best by net value, and once the leading cause is above the confidence threshold
 makes its fix and regression check the next step.
 """
 
@@ -83,6 +87,38 @@ def information_gain(experiment: Experiment, posterior: dict[str, float],
     return max(0.0, h_now - expected), forecasts
 
 
+def focused_gain(experiment: Experiment, posterior: dict[str, float], leaders: list[str]) -> float:
+    """Expected information about which of ``leaders`` is the cause, or that none of them is: the
+    other causes (and c0) are one hypothesis whose outcome distribution is their mixture. An
+    experiment that only reshuffles improbable causes among themselves gains nothing here."""
+    ids, default_row, rows = experiment.outcome_rows
+    lead = set(leaders)
+    groups: list[tuple[float, list[float]]] = []
+    rest_p, rest_row = 0.0, [0.0] * len(ids)
+    for cause, p in posterior.items():
+        if p <= 0.0:
+            continue
+        row = [q or 0.0 for q in (default_row if cause == UNEXPLAINED else rows.get(cause, default_row))]
+        if cause in lead:
+            groups.append((p, row))
+        else:
+            rest_p += p
+            rest_row = [a + p * q for a, q in zip(rest_row, row, strict=True)]
+    if rest_p > 0.0:
+        groups.append((rest_p, [a / rest_p for a in rest_row]))
+    total = sum(p for p, _ in groups)
+    if total <= 0.0:
+        return 0.0
+    h_now = entropy({str(k): p / total for k, (p, _) in enumerate(groups)})
+    expected = 0.0
+    for k in range(len(ids)):
+        joint = [p / total * row[k] for p, row in groups if row[k] > 0.0]
+        p_o = sum(joint)
+        if p_o > 0.0:
+            expected += p_o * math.log2(p_o) - sum(j * math.log2(j) for j in joint)
+    return max(0.0, h_now - expected)
+
+
 def leading_causes(posterior: dict[str, float], limit: int = 6) -> list[str]:
     """The ``limit`` most probable causes holding at least 1 % (c0 left out)."""
     return [c for c, p in sorted(posterior.items(), key=lambda kv: -kv[1]) if c != UNEXPLAINED and p >= 0.01][:limit]
@@ -106,28 +142,35 @@ PROPOSAL_MEMO_SIZE = 256
 
 
 def propose(
-    kb: KnowledgeBase, posterior: dict[str, float], done: set[str] | None = None, top: int = 3
+    kb: KnowledgeBase, posterior: dict[str, float], done: set[str] | None = None, top: int = 3,
+    min_gain: float = 1e-3,
 ) -> list[Proposal]:
-    """The ``top`` experiments by net value of information, skipping those already run."""
+    """The ``top`` experiments by net value of information among those expected to gain at least
+    ``min_gain`` bits, skipping those already run."""
     done = frozenset(done or ())
-    bit_value = engine_settings()["bit_value_gpu_minutes"]
-    key = (tuple(posterior.items()), done, top, bit_value)
+    settings = engine_settings()
+    bit_value = settings["bit_value_gpu_minutes"]
+    focus = int(settings.get("planner_focus", 0))
+    key = (tuple(posterior.items()), done, top, bit_value, min_gain, focus)
     return list(memo(kb.cache, "proposal_memo", PROPOSAL_MEMO_SIZE).get_or_compute(
-        key, lambda: _propose(kb, posterior, done, top, bit_value)))
+        key, lambda: _propose(kb, posterior, done, top, bit_value, min_gain, focus)))
 
 
 def _propose(kb: KnowledgeBase, posterior: dict[str, float], done: frozenset[str], top: int,
-             bit_value: float) -> list[Proposal]:
+             bit_value: float, min_gain: float, focus: int = 0) -> list[Proposal]:
     # causes below 1e-5 cannot change an expected gain measurably; leaving them out halves the work
     posterior = {c: p for c, p in posterior.items() if p >= 1e-5}
     h_now = entropy(posterior)
     leaders = leading_causes(posterior)
+    focused = leading_causes(posterior, limit=focus) if focus > 0 else []
     proposals = []
     for experiment in kb.experiments.values():
         if experiment.id in done or getattr(experiment, "status", "active") != "active":
             continue
         gain, forecasts = information_gain(experiment, posterior, h_now)
-        if gain < 1e-3:
+        if focused:
+            gain = focused_gain(experiment, posterior, focused)
+        if gain < max(min_gain, 1e-3):
             continue
         proposals.append(
             Proposal(experiment, gain, bit_value * gain - experiment.cost, separated_causes(experiment, posterior, leaders=leaders),
@@ -173,8 +216,9 @@ def plan(kb: KnowledgeBase, posterior: dict[str, float], present: dict[str, floa
     settings = engine_settings()
     settled = settled_experiments(kb, present)
     skip = set(done or ()) | {s.experiment for s in settled}
-    floor = settings["min_information_gain_bits"]
-    proposals = [p for p in propose(kb, posterior, skip, top=top) if p.information_gain >= floor]
+    # the floor first, then the net value: cheap checks that barely move anything must not crowd
+    # out, and then hide with themselves, an informative experiment that costs more
+    proposals = propose(kb, posterior, skip, top=top, min_gain=settings["min_information_gain_bits"])
     leader = leading_causes(posterior, limit=1)
     fix = leader[0] if leader and posterior[leader[0]] >= settings["confident"] else None
     return Plan(fix, proposals, settled)

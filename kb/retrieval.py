@@ -8,14 +8,28 @@ same terms for both), and the scores become a soft likelihood: a cause whose doc
 the report's rarer words gains up to ``text_weight`` in log-odds against the best-scoring one.
 Phrase and log rules stay the main evidence; this only orders what they leave open, so a report
 that no rule reads never falls back to the bare prior order.
+
+The read-only public incidents (kb/data/incidents/public.jsonl: real failures with their confirmed
+root cause and thread) vote for their root cause: the words of each (title and phenomenon, the way
+a reporter put it, and what the thread found) join that cause's document, each term counting ``incident_weight`` times, so
+a cause is also found by how real reports describe it. A benchmark must not let a case find itself:
+:func:`excluding` hides incidents by id or by thread (same issue thread, however its URL is
+spelled), and the hidden ones leave the term statistics too.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from collections import Counter
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
+from pathlib import Path
 
+from kb.lru import memo
 from kb.model import KnowledgeBase, Text
 
 #: BM25 parameters (the usual ones: term saturation, length normalisation)
@@ -28,6 +42,14 @@ DESCRIPTION_WEIGHT = 2
 MIN_SYMPTOM_LIKELIHOOD = 0.2
 #: a query needs this many distinct known terms before its scores count at all
 MIN_QUERY_TERMS = 2
+#: the public incidents that vote for their root cause (exported from bench/corpus)
+INCIDENTS_PATH = Path(__file__).resolve().parent / "data" / "incidents" / "public.jsonl"
+#: indexes kept per knowledge base, one per set of hidden incidents (a benchmark hides one case at a time)
+INDEX_MEMO_SIZE = 256
+#: incident ids and thread keys a benchmark hides from the incident documents (see :func:`excluding`)
+_EXCLUDED: ContextVar[frozenset[str]] = ContextVar("retrieval_excluded", default=frozenset())
+_GITHUB_THREAD = re.compile(r"github\.com/([^/\s]+)/([^/\s#?]+)/(?:issues|pull|discussions)/(\d+)", re.I)
+_SHORT_THREAD = re.compile(r"^([\w.-]+/[\w.-]+)#(\d+)$")
 
 
 @dataclass
@@ -36,6 +58,31 @@ class _Index:
     lengths: dict[str, float]
     average: float
     idf: dict[str, float]
+
+
+def thread_key(reference: str) -> str:
+    """One spelling of an issue thread: ``owner/repo#N`` (lower case) for a GitHub URL or a
+    ``owner/repo#N`` reference, else the reference without fragment and trailing slash."""
+    reference = reference.strip()
+    found = _GITHUB_THREAD.search(reference)
+    if found:
+        return f"{found[1]}/{found[2]}#{found[3]}".lower()
+    found = _SHORT_THREAD.match(reference)
+    if found:
+        return f"{found[1]}#{found[2]}".lower()
+    return reference.split("#", 1)[0].rstrip("/").lower()
+
+
+@contextmanager
+def excluding(keys: Iterable[str]) -> Iterator[None]:
+    """Within this block, incident documents whose id (with or without ``PUB-``) or thread is in
+    ``keys`` do not exist: neither as voters nor in the term statistics."""
+    wanted = frozenset(thread_key(k) if ("/" in k) else k for k in keys if k)
+    token = _EXCLUDED.set(_EXCLUDED.get() | wanted)
+    try:
+        yield
+    finally:
+        _EXCLUDED.reset(token)
 
 
 def _terms(text: str) -> list[str]:
@@ -83,12 +130,28 @@ def _rule_texts() -> dict[str, str]:
     return {sid: "\n".join(parts) for sid, parts in out.items()}
 
 
-def _index(kb: KnowledgeBase) -> _Index:
-    found = kb.cache.get("retrieval_index")
+def _own_documents(kb: KnowledgeBase) -> dict[str, Counter]:
+    found = kb.cache.get("retrieval_documents")
     if found is None:
         texts = _rule_texts()
-        docs = {cid: _document(kb, cid, texts) for cid, c in kb.causes.items()
-                if getattr(c, "status", "active") == "active"}
+        found = kb.cache["retrieval_documents"] = {cid: _document(kb, cid, texts) for cid, c in kb.causes.items()
+                                                   if getattr(c, "status", "active") == "active"}
+    return found
+
+
+def _index(kb: KnowledgeBase, incident_weight: float = 0.0) -> _Index:
+    """The BM25 index of the causes' documents, with the visible incidents' words added at ``incident_weight``."""
+    excluded = _EXCLUDED.get()
+    weight = incident_weight if incident_weight > 0.0 else 0.0
+    key = (weight, excluded if weight else frozenset())
+
+    def build() -> _Index:
+        docs = {cid: Counter(doc) for cid, doc in _own_documents(kb).items()}
+        if weight:
+            for incident in _incidents(kb):
+                if incident.cause in docs and not (incident.keys & excluded):
+                    for term, n in incident.terms.items():
+                        docs[incident.cause][term] += weight * n
         lengths = {cid: float(sum(d.values())) for cid, d in docs.items()}
         average = sum(lengths.values()) / max(1, len(lengths))
         df: Counter = Counter()
@@ -96,36 +159,77 @@ def _index(kb: KnowledgeBase) -> _Index:
             df.update(d.keys())
         n = len(docs)
         idf = {t: math.log(1.0 + (n - k + 0.5) / (k + 0.5)) for t, k in df.items()}
-        found = kb.cache["retrieval_index"] = _Index(docs, lengths, average, idf)
+        return _Index(docs, lengths, average, idf)
+
+    return memo(kb.cache, "retrieval_index", INDEX_MEMO_SIZE).get_or_compute(key, build)
+
+
+@dataclass
+class _Incident:
+    keys: frozenset[str]  # id, id without the public prefix, thread
+    cause: str
+    terms: Counter
+
+
+def _incidents(kb: KnowledgeBase) -> list[_Incident]:
+    found = kb.cache.get("retrieval_incidents")
+    if found is None:
+        found = []
+        lines = INCIDENTS_PATH.read_text(encoding="utf-8").splitlines() if INCIDENTS_PATH.exists() else []
+        for line in lines:
+            if not line.strip():
+                continue
+            raw = json.loads(line)
+            cause = raw.get("root_cause", "")
+            if cause not in kb.causes:
+                continue  # a cause the knowledge base no longer has votes for nothing
+            ident = str(raw.get("id", ""))
+            keys = {ident, ident.removeprefix("PUB-")}
+            for ref in (raw.get("source_url") or "", str(raw.get("author", "")).removeprefix("public thread ")):
+                if ref:
+                    keys.add(thread_key(ref))
+            text = "\n".join(str(raw.get(k) or "") for k in ("title", "phenomenon", "root_cause_detail"))
+            terms = Counter(_terms(text))
+            found.append(_Incident(frozenset(keys - {""}), cause, terms))
+        kb.cache["retrieval_incidents"] = found
     return found
 
 
-def scores(kb: KnowledgeBase, text: str) -> dict[str, float]:
-    """BM25 score of every cause's document for ``text`` (empty when the text says too little)."""
-    index = _index(kb)
+def _bm25(index: _Index, text: str) -> dict[str, float]:
     query = Counter(t for t in _terms(text) if t in index.idf)
     if len(query) < MIN_QUERY_TERMS:
         return {}
     out: dict[str, float] = {}
-    for cid, doc in index.docs.items():
-        norm = K1 * (1.0 - B + B * index.lengths[cid] / (index.average or 1.0))
+    for key, doc in index.docs.items():
+        norm = K1 * (1.0 - B + B * index.lengths[key] / (index.average or 1.0))
         total = 0.0
         for term in query:  # each distinct query term once: a repeated word is not more evidence
             tf = doc.get(term, 0)
             if tf:
                 total += index.idf[term] * tf * (K1 + 1.0) / (tf + norm)
-        out[cid] = total
+        out[key] = total
     return out
 
 
-def log_factors(kb: KnowledgeBase, text: str, weight: float) -> dict[str, float]:
+def scores(kb: KnowledgeBase, text: str, incident_weight: float = 0.0) -> dict[str, float]:
+    """BM25 score of every cause's document for ``text`` (empty when the text says too little); the
+    documents hold the visible public incidents' words at ``incident_weight`` (0: none)."""
+    return _bm25(_index(kb, incident_weight), text)
+
+
+def log_factors(kb: KnowledgeBase, text: str, weight: float, incident_weight: float | None = None) -> dict[str, float]:
     """Per cause, the text's soft log-likelihood ratio: ``weight`` x (score / best score - 1).
 
     The best-matching cause gets 0 and the others less, down to ``-weight`` for a document that
     shares no word; the unexplained hypothesis is compared with the mean of these (see
-    kb/inference.py). Nothing when the text matches no document.
+    kb/inference.py). Nothing when the text matches no document. ``incident_weight`` (the public
+    incidents' share of the documents) defaults to the engine's setting (kb/engine.yaml).
     """
-    raw = scores(kb, text)
+    if incident_weight is None:
+        from kb.inference import engine_settings
+
+        incident_weight = engine_settings().get("incident_weight", 0.0)
+    raw = scores(kb, text, incident_weight)
     best = max(raw.values(), default=0.0)
     if best <= 0.0 or weight <= 0.0:
         return {}

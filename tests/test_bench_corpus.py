@@ -96,3 +96,87 @@ def test_a_batch_without_its_first_contact_row_is_left_out_of_the_figures(tmp_pa
     out = capsys.readouterr().out
     assert "[2] have no first-contact row yet" in out
     assert "batch 1:" in out and "batch 2:" not in out
+
+
+def _capture_exclusions(monkeypatch, label="memory.fragmentation"):
+    """Replace the pipeline by a stub that records what retrieval may not see while each case runs."""
+    from kb import retrieval
+
+    seen: list[frozenset[str]] = []
+
+    def fake_diagnose(evidence, kb=None, top=10, lang="en", **_):
+        seen.append(retrieval._EXCLUDED.get())
+        return {"causes": [{"id": label, "probability": 0.95}], "next_experiments": [], "next_step": None}
+
+    monkeypatch.setattr("kb.diagnosis.diagnose", fake_diagnose)
+    return seen
+
+
+def _threaded_case(tmp_path, name, batch, thread):
+    _case(tmp_path, name, "memory.fragmentation", batch=batch)
+    path = tmp_path / f"batch{batch}" / f"{name}.json"
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    raw.update(source=f"o/r#{thread}", url=f"https://github.com/o/r/issues/{thread}")
+    path.write_text(json.dumps(raw), encoding="utf-8")
+
+
+def test_each_case_is_scored_without_its_own_incident_and_thread(tmp_path, monkeypatch):
+    _threaded_case(tmp_path, "a", 1, 11)
+    _threaded_case(tmp_path, "b", 1, 12)
+    seen = _capture_exclusions(monkeypatch)
+    corpus.evaluate(corpus.load_cases(tmp_path), get_kb(), loop=False)
+    assert {"a", "o/r#11"} <= seen[0] and not {"b", "o/r#12"} & seen[0]
+    assert {"b", "o/r#12"} <= seen[1] and not {"a", "o/r#11"} & seen[1]
+
+
+def test_first_contact_hides_every_document_of_the_batch_it_scores(tmp_path, monkeypatch):
+    _threaded_case(tmp_path, "old", 1, 21)
+    _threaded_case(tmp_path, "new1", 2, 22)
+    _threaded_case(tmp_path, "new2", 2, 23)
+    monkeypatch.setattr(corpus, "CORPUS_DIR", tmp_path)
+    monkeypatch.setattr(corpus, "FIRST_CONTACT", tmp_path / "first_contact.json")
+    seen = _capture_exclusions(monkeypatch)
+    monkeypatch.setattr("sys.argv", ["bench.corpus", "--record-first-contact", "2"])
+    corpus.main()
+    assert len(seen) >= 2
+    for hidden in seen:  # every call of every case of batch 2, the closed loop's included
+        assert {"new1", "new2", "o/r#22", "o/r#23"} <= hidden and not {"old", "o/r#21"} & hidden
+
+
+def test_a_batch_without_its_first_contact_row_is_no_document_for_the_others(tmp_path, monkeypatch):
+    _threaded_case(tmp_path, "seen", 1, 31)
+    _threaded_case(tmp_path, "unscored", 2, 32)
+    monkeypatch.setattr(corpus, "CORPUS_DIR", tmp_path)
+    monkeypatch.setattr(corpus, "FIRST_CONTACT", tmp_path / "first_contact.json")
+    corpus.record_first_contact(1, [_outcome("a.b", ["a.b"], 0.9)])
+    seen = _capture_exclusions(monkeypatch)
+    monkeypatch.setattr("sys.argv", ["bench.corpus", "--no-loop", "--devset", str(tmp_path / "none")])
+    corpus.main()
+    assert seen and all({"unscored", "o/r#32"} <= hidden for hidden in seen)
+
+
+def test_cross_validation_chooses_on_the_other_batches_and_hides_the_held_out_one(tmp_path, monkeypatch):
+    from kb import retrieval
+    from kb.inference import engine_settings
+
+    for batch in (1, 2, 3):
+        _threaded_case(tmp_path, f"c{batch}", batch, 40 + batch)
+    calls = []
+
+    def fake_diagnose(evidence, kb=None, top=10, lang="en", **_):
+        weight = engine_settings()["incident_weight"]
+        calls.append((weight, retrieval._EXCLUDED.get()))
+        right = weight == 0.5  # only this value ever gets a case right
+        return {"causes": [{"id": "memory.fragmentation" if right else "comm.shm_insufficient", "probability": 0.6}],
+                "next_experiments": [], "next_step": None}
+
+    monkeypatch.setattr("kb.diagnosis.diagnose", fake_diagnose)
+    before = engine_settings()["incident_weight"]
+    folds = corpus.cross_validate(corpus.load_cases(tmp_path), get_kb(), grid=(0.0, 0.5, 1.0))
+    assert engine_settings()["incident_weight"] == before  # the override ends with the run
+    assert [(f["test"], f["chosen"], f["top1"]) for f in folds] == [(1, 0.5, 1.0), (2, 0.5, 1.0), (3, 0.5, 1.0)]
+    assert folds[0]["without"]["top1"] == 0.0
+    # every call hides the case's own batch; the held-out batch is hidden from the others too
+    for _, hidden in calls:
+        assert sum(f"o/r#{40 + b}" in hidden for b in (1, 2, 3)) >= 1
+    assert any({"o/r#41", "o/r#42"} <= hidden for _, hidden in calls)
