@@ -11,12 +11,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# Reinstall when pyproject.toml changes; the stamp files record the last install.
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+# Reinstall when pyproject.toml or setup.py changes; the stamp files record the last install.
+$(VENV)/.installed: pyproject.toml setup.py | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-test: pyproject.toml setup.py | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(VENV)/.installed $@
 
@@ -41,7 +41,7 @@ lint: $(VENV)/.installed-test
 bench: $(VENV)/.installed-test
 	$(BIN)/python -m bench
 
-$(VENV)/.installed-docs: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-docs: pyproject.toml setup.py | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[docs]'
 	touch $(VENV)/.installed $@
 
