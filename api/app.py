@@ -15,19 +15,19 @@ from typing import Any
 
 from flask import Flask
 
-from api import logs, metrics
-from api.auth import Authenticator, check_request
-from api.errors import DsdoctorApi, problem_response, register_error_handlers
-from api.limits import close_request_files, decode_content_encoding, max_body_bytes
-from api.openapi_doc import CompleteOperations
-from api.origin import check_open_mode_origin
-from api.schemas import MetricValue, openapi_field_properties
-from api.services import Services
-from api.settings import home as default_home
-from api.version import package_version
-from kb.errors import KnowledgeError
-from kb.storage.diagnoses import DiagnosisStore
-from kb.storage.tokens import TokenStore
+from dsdoctor.api import logs, metrics
+from dsdoctor.api.auth import Authenticator, check_request
+from dsdoctor.api.errors import DsdoctorApi, problem_response, register_error_handlers
+from dsdoctor.api.limits import close_request_files, decode_content_encoding, max_body_bytes
+from dsdoctor.api.openapi_doc import CompleteOperations
+from dsdoctor.api.origin import check_open_mode_origin
+from dsdoctor.api.schemas import MetricValue, openapi_field_properties
+from dsdoctor.api.services import Services
+from dsdoctor.api.settings import home as default_home
+from dsdoctor.api.version import package_version
+from dsdoctor.kb.errors import KnowledgeError
+from dsdoctor.kb.storage.diagnoses import DiagnosisStore
+from dsdoctor.kb.storage.tokens import TokenStore
 
 log = logging.getLogger("dsdoctor.api")
 
@@ -95,7 +95,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.before_request(decode_content_encoding)
     app.teardown_request(close_request_files)
 
-    from api.blueprints import chatops, diagnoses, docs, health, incidents, kb_routes
+    from dsdoctor.api.blueprints import chatops, diagnoses, docs, health, incidents, kb_routes
 
     for blueprint in (health.blp, diagnoses.blp, kb_routes.blp, incidents.blp, chatops.blp):
         api.register_blueprint(blueprint)
@@ -110,9 +110,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 def _register_web_pages(app: Flask) -> None:
     """The engineers' web pages (api/web), when that package is present."""
     try:
-        from api.web import register_web
+        from dsdoctor.api.web import register_web
     except ModuleNotFoundError as exc:
-        if exc.name not in ("api.web",):
+        if exc.name not in ("dsdoctor.api.web",):
             raise
         return
     register_web(app)
@@ -133,8 +133,8 @@ def _preload(svc: Services) -> None:
 
 def _warm_up(svc: Services) -> None:
     try:
-        from rules.extract import extract
-        from rules.matcher import configure_disk_cache
+        from dsdoctor.rules.extract import extract
+        from dsdoctor.rules.matcher import configure_disk_cache
 
         configure_disk_cache(svc.home / "cache")  # workers after the first load compiled rules
 

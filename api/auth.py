@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 from flask import current_app, g, request
 from flask_smorest import Blueprint
 
-from api.errors import ApiError
-from kb.storage.tokens import TokenInfo, TokenStore, hash_token, is_expired
+from dsdoctor.api.errors import ApiError
+from dsdoctor.kb.storage.tokens import TokenInfo, TokenStore, hash_token, is_expired
 
 F = TypeVar("F", bound=Callable[..., Any])
 REALM = 'Bearer realm="dsdoctor"'

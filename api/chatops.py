@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from api.render import grouped_steps, outcome_effect
-from kb.errors import DsdoctorError
+from dsdoctor.api.render import grouped_steps, outcome_effect
+from dsdoctor.kb.errors import DsdoctorError
 
 #: Slack refuses a request older than this (replay protection), in seconds
 SLACK_MAX_AGE = 300
@@ -356,7 +356,7 @@ def _diagnosis_answer(d: dict[str, Any], ctx: ChatContext, lang: str, note: str 
     if note:
         head += f"\n_{note}_"
     if d.get("job"):
-        from api.render import job_line
+        from dsdoctor.api.render import job_line
 
         head += f"\n{'Job' if lang == 'en' else '作业'}: `{job_line(d['job']).replace('`', '')}`"
     parts.append(head)

@@ -10,9 +10,18 @@ import sys
 
 import click
 
-from api import cli_db, cli_diagnose, cli_diagnoses, cli_incidents, cli_kb, cli_rules, cli_serve, cli_token
-from api.version import package_version
-from kb.errors import DsdoctorError, KnowledgeError
+from dsdoctor.api import (
+    cli_db,
+    cli_diagnose,
+    cli_diagnoses,
+    cli_incidents,
+    cli_kb,
+    cli_rules,
+    cli_serve,
+    cli_token,
+)
+from dsdoctor.api.version import package_version
+from dsdoctor.kb.errors import DsdoctorError, KnowledgeError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -22,9 +22,9 @@ def copy(source: str, dest: str, as_json: bool) -> None:
     """Copy diagnoses (with their evidence and history), tokens and incidents (with their versions) into
     PostgreSQL, then read every row back and compare, and search for a sample of the incidents.
     Safe to run again: rows already there are left alone."""
-    from kb.incidents.copy import copy_incidents
-    from kb.storage import copy as store_copy
-    from kb.storage.backend import redact_url
+    from dsdoctor.kb.incidents.copy import copy_incidents
+    from dsdoctor.kb.storage import copy as store_copy
+    from dsdoctor.kb.storage.backend import redact_url
 
     home = store_copy.parse_source(source)
     report: dict[str, dict[str, int]] = store_copy.copy(home, dest)

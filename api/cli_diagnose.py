@@ -7,8 +7,8 @@ import sys
 
 import click
 
-from api.cli_diagnoses import job_options, send_evidence, server_options, validate_job
-from api.evidence_files import build_evidence, parse_observe
+from dsdoctor.api.cli_diagnoses import job_options, send_evidence, server_options, validate_job
+from dsdoctor.api.evidence_files import build_evidence, parse_observe
 
 PROGRESS_THRESHOLD = 4 * 1024 * 1024  # show a progress bar for inputs above this size
 
@@ -67,9 +67,9 @@ def diagnose(logs, evidence_path, config_path, metrics_path, description, observ
 
 
 def _diagnose_here(evidence, log_files, *, fmt: str, lang: str, top: int) -> None:
-    from api.cli_rules import use_disk_cache
-    from api.render import render_markdown, render_text
-    from kb.diagnosis import diagnose as run_diagnosis
+    from dsdoctor.api.cli_rules import use_disk_cache
+    from dsdoctor.api.render import render_markdown, render_text
+    from dsdoctor.kb.diagnosis import diagnose as run_diagnosis
 
     use_disk_cache()
     site_counts, similar = _site_history()
@@ -91,13 +91,13 @@ def _site_history():
     The command line never creates or seeds a store (that would index Chinese seed text and pay
     for loading jieba on a diagnosis that has no Chinese in it).
     """
-    from api.settings import home
-    from kb.storage.settings import database_url
+    from dsdoctor.api.settings import home
+    from dsdoctor.kb.storage.settings import database_url
 
     # the store's DB_FILE; importing the store costs ~0.4 s (on PostgreSQL the incidents are always there)
     if database_url() is None and not (home(create=False) / "incidents.db").exists():
         return None, None
-    from kb.incidents.store import IncidentStore
+    from dsdoctor.kb.incidents.store import IncidentStore
 
     store = IncidentStore.open_existing(home(create=False))
     if store is None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from kb.errors import DsdoctorError
+from dsdoctor.kb.errors import DsdoctorError
 
 
 def server_options(func):
@@ -36,7 +36,7 @@ def validate_job(job: Any) -> dict[str, Any]:
     """The job object checked by the API's own schema; a one-line error naming the bad field."""
     from marshmallow import ValidationError
 
-    from api.schemas import EvidenceJobSchema
+    from dsdoctor.api.schemas import EvidenceJobSchema
 
     if not isinstance(job, dict):
         raise DsdoctorError(f"job must be an object with id, name, cluster, run_url, labels; got {type(job).__name__}")
@@ -49,7 +49,7 @@ def validate_job(job: Any) -> dict[str, Any]:
 
 
 def _client(server: str | None, token: str | None):
-    from api.client import Client
+    from dsdoctor.api.client import Client
 
     if not server:
         raise click.UsageError("give --server URL (or set DSDOCTOR_SERVER), e.g. --server http://127.0.0.1:8000")
@@ -57,7 +57,7 @@ def _client(server: str | None, token: str | None):
 
 
 def _emit(result: dict[str, Any], fmt: str, lang: str, page: str) -> None:
-    from api.render import render_markdown, render_text
+    from dsdoctor.api.render import render_markdown, render_text
 
     if fmt == "json":
         click.echo(json.dumps(result, ensure_ascii=False, indent=2))
@@ -108,7 +108,7 @@ def diagnoses() -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def list_diagnoses(server, token, job_id, cluster, since, limit, cursor, fmt) -> None:
     """Stored diagnoses, newest first: id, time, top cause, job."""
-    from api.render import job_line
+    from dsdoctor.api.render import job_line
 
     client = _client(server, token)
     page = client.request("GET", "/v1/diagnoses", query={"job_id": job_id, "cluster": cluster, "since": since,
@@ -150,7 +150,7 @@ def observe(diagnosis_id, facts, server, token, fmt, lang) -> None:
     """Record what was observed (x.EXPERIMENT=OUTCOME, s.SYMPTOM, !s.SYMPTOM) and show the re-ranked diagnosis."""
     from urllib.parse import quote
 
-    from api.evidence_files import parse_observe
+    from dsdoctor.api.evidence_files import parse_observe
 
     observations = parse_observe(facts)
     client = _client(server, token)

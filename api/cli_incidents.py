@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from kb.errors import DsdoctorError
+from dsdoctor.kb.errors import DsdoctorError
 
 FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
                       help="Output format.")
@@ -36,18 +36,18 @@ LABELS = {
 def _valid_causes() -> frozenset[str]:
     """Cause IDs a record may name: the knowledge base's causes, else the vendored catalog."""
     try:
-        from kb.loader import get_kb
+        from dsdoctor.kb.loader import get_kb
 
         return frozenset(get_kb().causes)
     except (ImportError, DsdoctorError):
-        from kb.catalog import load_catalog
+        from dsdoctor.kb.catalog import load_catalog
 
         return frozenset(load_catalog())
 
 
 def _cause_titles(lang: str) -> dict[str, str]:
     try:
-        from kb.catalog import load_catalog
+        from dsdoctor.kb.catalog import load_catalog
 
         return {cid: (entry.zh if lang == "zh" else entry.en) for cid, entry in load_catalog().items()}
     except (ImportError, DsdoctorError):
@@ -55,8 +55,8 @@ def _cause_titles(lang: str) -> dict[str, str]:
 
 
 def _store() -> Any:
-    from api.settings import home
-    from kb.incidents.store import IncidentStore
+    from dsdoctor.api.settings import home
+    from dsdoctor.kb.incidents.store import IncidentStore
 
     return IncidentStore(home(), valid_causes=_valid_causes)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from kb.errors import DsdoctorError
+from dsdoctor.kb.errors import DsdoctorError
 
 KINDS = ("causes", "mechanisms", "symptoms", "experiments")
 LANG = click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True,
@@ -26,8 +26,8 @@ def source_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _load(data_dir: Path | None, overlays: tuple[Path, ...]) -> Any:
-    from api.settings import kb_overlay_paths
-    from kb.loader import get_kb, load_kb
+    from dsdoctor.api.settings import kb_overlay_paths
+    from dsdoctor.kb.loader import get_kb, load_kb
 
     if data_dir is None and not overlays:
         return get_kb()
@@ -35,7 +35,7 @@ def _load(data_dir: Path | None, overlays: tuple[Path, ...]) -> Any:
 
 
 def _unknown(node_id: str, kb: Any) -> DsdoctorError:
-    from kb.loader import close_matches
+    from dsdoctor.kb.loader import close_matches
 
     every = [*kb.causes, *kb.mechanisms, *kb.symptoms, *kb.experiments]
     matches = close_matches(node_id, every)
@@ -102,9 +102,9 @@ def lint(data_dir: Path | None, overlays: tuple[Path, ...], catalog: Path | None
       dsdoctor kb lint --overlay /etc/dsdoctor/kb -q
       dsdoctor kb lint --data-dir tests/fixtures/kb/data --catalog tests/fixtures/kb/catalog.yaml --no-rules
     """
-    from api.settings import kb_overlay_paths
-    from kb.lint import RULES_DIR, summary
-    from kb.lint import lint as run_lint
+    from dsdoctor.api.settings import kb_overlay_paths
+    from dsdoctor.kb.lint import RULES_DIR, summary
+    from dsdoctor.kb.lint import lint as run_lint
 
     if rules_dir is not None and not rules_dir.is_dir():
         raise DsdoctorError(f"rule directory {str(rules_dir)!r} does not exist")
@@ -198,7 +198,7 @@ def show(node_id: str, data_dir: Path | None, overlays: tuple[Path, ...], fmt: s
       dsdoctor kb show x.nccl_p2p_disable --lang zh
       dsdoctor kb show s.cuda_oom --format json
     """
-    from kb.graph import describe
+    from dsdoctor.kb.graph import describe
 
     knowledge = _load(data_dir, overlays)
     if knowledge.node(node_id) is None:
@@ -313,7 +313,7 @@ def graph(data_dir: Path | None, overlays: tuple[Path, ...], around: str | None,
       dsdoctor kb graph --around s.nccl_watchdog_timeout --depth 2 --format mermaid
       dsdoctor kb graph --around x.nccl_p2p_disable --format json
     """
-    from kb.graph import MERMAID_MAX_EDGES, export_graph, neighbourhood, to_dot, to_json, to_mermaid
+    from dsdoctor.kb.graph import MERMAID_MAX_EDGES, export_graph, neighbourhood, to_dot, to_json, to_mermaid
 
     knowledge = _load(data_dir, overlays)
     include_experiments = experiments or bool(around and around in knowledge.experiments)

@@ -55,9 +55,9 @@ def use_disk_cache() -> None:
     """Compiled Hyperscan databases, the loaded rules and knowledge base (kb/snapshot.py) and jieba's
     dictionary go to the user cache directory, so the next command starts fast (the server keeps its
     own under DSDOCTOR_HOME)."""
-    from kb import snapshot
-    from kb.storage.settings import cli_cache_dir, set_jieba_cache_dir
-    from rules.matcher import configure_disk_cache
+    from dsdoctor.kb import snapshot
+    from dsdoctor.kb.storage.settings import cli_cache_dir, set_jieba_cache_dir
+    from dsdoctor.rules.matcher import configure_disk_cache
 
     cache = cli_cache_dir()
     with contextlib.suppress(OSError):
@@ -67,7 +67,7 @@ def use_disk_cache() -> None:
 
 
 def _ruleset(dirs: tuple[Path, ...]) -> tuple[Any, list[Any]]:
-    from rules.loader import load_rules_with_problems
+    from dsdoctor.rules.loader import load_rules_with_problems
 
     return load_rules_with_problems(list(dirs) or None)
 
@@ -96,14 +96,14 @@ _DIR = click.option("--dir", "dirs", multiple=True, metavar="DIR", type=click.Pa
 @_DIR
 def test_command(rule_id: str | None, dirs: tuple[Path, ...]) -> None:
     """Run every rule's match / no_match examples through the real matcher; exit 1 on any failure."""
-    from kb.errors import DsdoctorError
-    from rules.testing import VERSION_RULE, ExampleRunner
+    from dsdoctor.kb.errors import DsdoctorError
+    from dsdoctor.rules.testing import VERSION_RULE, ExampleRunner
 
     use_disk_cache()
     ruleset, problems = _ruleset(dirs)
     for problem in problems:
         click.echo(str(problem), err=True)
-    from rules.lexicon import load_lexicon
+    from dsdoctor.rules.lexicon import load_lexicon
 
     if rule_id and rule_id != VERSION_RULE and ruleset.get(rule_id) is None and load_lexicon().get(rule_id) is None:
         from difflib import get_close_matches
@@ -254,9 +254,9 @@ def explain_command(files: tuple[Path, ...], config_path: str | None, metrics_pa
                     dirs: tuple[Path, ...]) -> None:
     """Show, for each rule that fired, the lines (rank, node, time) and captured fields, and the derived
     first error, scope and phase. FILE may be a log, a gzip'ed log, or '-' for stdin."""
-    from api.evidence_files import build_evidence
-    from kb.errors import DsdoctorError, KnowledgeError
-    from rules.extract import extract
+    from dsdoctor.api.evidence_files import build_evidence
+    from dsdoctor.kb.errors import DsdoctorError, KnowledgeError
+    from dsdoctor.rules.extract import extract
 
     if not files and not (description or config_path or metrics_path):
         raise DsdoctorError("nothing to explain: give log FILEs, --config, --metrics or --describe")
@@ -264,7 +264,7 @@ def explain_command(files: tuple[Path, ...], config_path: str | None, metrics_pa
     evidence, log_files = build_evidence([str(f) for f in files], None, config_path, metrics_path, description or None) \
         if files or description else ({}, [])
     if not (files or description):
-        from api.evidence_files import load_metrics
+        from dsdoctor.api.evidence_files import load_metrics
 
         if config_path:
             evidence["config"] = json.loads(Path(config_path).read_text(encoding="utf-8"))

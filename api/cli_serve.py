@@ -27,8 +27,8 @@ def serve(ctx: click.Context, host: str, port: int, workers: int, insecure: bool
     """
     from click.core import ParameterSource
 
-    from api import config
-    from api.server import run_server
+    from dsdoctor.api import config
+    from dsdoctor.api.server import run_server
 
     defaults = config.apply()
     chosen = {"host": host, "port": port, "workers": workers}

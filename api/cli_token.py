@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import click
 
-from kb.storage.tokens import SCOPES
+from dsdoctor.kb.storage.tokens import SCOPES
 
 
 def _store():
-    from api.settings import home
-    from kb.storage.tokens import TokenStore
+    from dsdoctor.api.settings import home
+    from dsdoctor.kb.storage.tokens import TokenStore
 
     return TokenStore(home())
 
@@ -34,7 +34,7 @@ def create(name: str, scopes: tuple[str, ...], expires: str | None) -> None:
 
     Example: dsdoctor token create --name ci-pipeline --scope diagnose,incidents:read --expires 30d
     """
-    from kb.storage.tokens import parse_duration
+    from dsdoctor.kb.storage.tokens import parse_duration
 
     secret, info = _store().create(name, scopes, expires_in=parse_duration(expires) if expires else None)
     until = f", valid until {info.expires_at}" if info.expires_at else ""

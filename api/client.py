@@ -13,7 +13,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from kb.errors import DsdoctorError
+from dsdoctor.kb.errors import DsdoctorError
 
 TIMEOUT_S = 300  # a large evidence document takes a while to diagnose
 GZIP_ABOVE = 64 * 1024  # bodies above this are sent with Content-Encoding: gzip

@@ -24,7 +24,7 @@ from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
-from kb.errors import DsdoctorError
+from dsdoctor.kb.errors import DsdoctorError
 
 CONFIG_ENV = "DSDOCTOR_CONFIG"
 FILE_NAME = "dsdoctor.toml"

@@ -7,11 +7,11 @@ import datetime as dt
 import time
 from typing import Any
 
-from api import jsontext, metrics
-from api.errors import ApiError, field_error, validation_error
-from api.services import services
-from kb.redact import Redactions, redact_value
-from kb.storage.diagnoses import StoredDiagnosis
+from dsdoctor.api import jsontext, metrics
+from dsdoctor.api.errors import ApiError, field_error, validation_error
+from dsdoctor.api.services import services
+from dsdoctor.kb.redact import Redactions, redact_value
+from dsdoctor.kb.storage.diagnoses import StoredDiagnosis
 
 MAX_RETRIES = 5
 

@@ -23,8 +23,8 @@ from flask import Flask, current_app, json, request
 from flask_smorest.utils import prepare_response
 from werkzeug.exceptions import HTTPException
 
-from kb.errors import DsdoctorError, KnowledgeError
-from kb.redact import redact_text
+from dsdoctor.kb.errors import DsdoctorError, KnowledgeError
+from dsdoctor.kb.redact import redact_text
 
 PROBLEM_JSON = "application/problem+json"
 VALIDATION_TYPE = "urn:dsdoctor:problem:validation"
@@ -102,7 +102,7 @@ def _http_problem(error: HTTPException) -> ApiError:
         allowed = headers.get("Allow", "")
         detail = f"{request.method} is not allowed on {request.path}; allowed: {allowed}"
     elif status == 413:
-        from api.limits import too_large
+        from dsdoctor.api.limits import too_large
 
         limit = int(current_app.config.get("MAX_CONTENT_LENGTH") or 0)
         if request.mimetype == "multipart/form-data" and request.content_length is not None \

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from kb.errors import DsdoctorError
+from dsdoctor.kb.errors import DsdoctorError
 
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
 

@@ -18,7 +18,7 @@ import json
 from gunicorn import util
 from gunicorn.workers.gthread import ThreadWorker
 
-from kb.redact import redact_text
+from dsdoctor.kb.redact import redact_text
 
 READ_TIMEOUT_S = 30.0
 THREADS = 8  #: per worker process: more than a handful of stalled clients can hold

@@ -18,7 +18,7 @@ from typing import IO
 
 from flask import Request, current_app, request
 
-from api.errors import ApiError
+from dsdoctor.api.errors import ApiError
 
 DEFAULT_MAX_BODY_MB = 32
 CHUNK = 64 * 1024

@@ -80,7 +80,7 @@ class BuildInfoCollector(Collector):
     """``dsdoctor_build_info{version, python} 1``: which release answers (the same in every worker)."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        from api.version import package_version
+        from dsdoctor.api.version import package_version
 
         family = GaugeMetricFamily("dsdoctor_build_info", "The dsdoctor version serving, always 1",
                                    labels=["version", "python"])

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from flask import current_app, request
 
-from api.errors import ApiError
+from dsdoctor.api.errors import ApiError
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 WILDCARDS = frozenset({"", "0.0.0.0", "::"})

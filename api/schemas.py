@@ -11,8 +11,8 @@ from typing import Any
 
 from marshmallow import INCLUDE, RAISE, Schema, ValidationError, fields, validate, validates_schema
 
-from kb.incidents.record import IncidentSchema as _IncidentRecordSchema
-from kb.model import DOMAINS
+from dsdoctor.kb.incidents.record import IncidentSchema as _IncidentRecordSchema
+from dsdoctor.kb.model import DOMAINS
 
 LANGS = ("en", "zh")
 GRAPH_FORMATS = ("json", "dot", "mermaid")

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import click
 
-from api.gworker import THREADS
-from kb.redact import redact_text
+from dsdoctor.api.gworker import THREADS
+from dsdoctor.kb.redact import redact_text
 
 GRACEFUL_TIMEOUT_S = 20
 WORKER_TIMEOUT_S = 120
@@ -102,7 +102,7 @@ def redacted_url_part(text: str, *, query: bool = False) -> str:
 def _json_access_logger():
     from gunicorn.glogging import Logger
 
-    from api import logs
+    from dsdoctor.api import logs
 
     class JsonAccessLogger(Logger):
         """gunicorn's own messages and one access line per request, all in the app's JSON format
@@ -138,9 +138,9 @@ def _json_access_logger():
 
 def run_server(host: str, port: int, workers: int, insecure: bool) -> None:
     """Start gunicorn with ``workers`` processes serving ``api.app:create_app()``."""
-    from api.limits import max_body_bytes
-    from api.settings import home as data_home
-    from kb.storage.tokens import TokenStore
+    from dsdoctor.api.limits import max_body_bytes
+    from dsdoctor.api.settings import home as data_home
+    from dsdoctor.kb.storage.tokens import TokenStore
 
     home = data_home().resolve()
     os.environ["DSDOCTOR_HOME"] = str(home)
@@ -162,7 +162,7 @@ def run_server(host: str, port: int, workers: int, insecure: bool) -> None:
 
     from gunicorn.app.base import BaseApplication
 
-    from api.metrics import mark_process_dead
+    from dsdoctor.api.metrics import mark_process_dead
 
     def when_ready(_server) -> None:
         click.echo(f"dsdoctor listening on http://{host}:{port}  (workers: {workers}, data: {home})")
@@ -182,7 +182,7 @@ def run_server(host: str, port: int, workers: int, insecure: bool) -> None:
         def load_config(self) -> None:
             self.cfg.set("bind", f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
             self.cfg.set("workers", workers)
-            self.cfg.set("worker_class", "api.gworker.Worker")
+            self.cfg.set("worker_class", "dsdoctor.api.gworker.Worker")
             self.cfg.set("threads", THREADS)
             self.cfg.set("timeout", WORKER_TIMEOUT_S)
             self.cfg.set("graceful_timeout", GRACEFUL_TIMEOUT_S)
@@ -194,8 +194,8 @@ def run_server(host: str, port: int, workers: int, insecure: bool) -> None:
             self.cfg.set("proc_name", "dsdoctor")
 
         def load(self):
-            from api import logs
-            from api.app import create_app
+            from dsdoctor.api import logs
+            from dsdoctor.api.app import create_app
 
             logs.configure()
 

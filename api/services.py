@@ -12,11 +12,11 @@ from typing import Any
 
 from flask import current_app
 
-from api.auth import Authenticator
-from api.errors import ApiError
-from kb.errors import DsdoctorError, KnowledgeError
-from kb.model import KnowledgeBase
-from kb.storage.diagnoses import DiagnosisStore
+from dsdoctor.api.auth import Authenticator
+from dsdoctor.api.errors import ApiError
+from dsdoctor.kb.errors import DsdoctorError, KnowledgeError
+from dsdoctor.kb.model import KnowledgeBase
+from dsdoctor.kb.storage.diagnoses import DiagnosisStore
 
 log = logging.getLogger("dsdoctor.api")
 SITE_COUNTS_TTL_S = 5.0
@@ -45,7 +45,7 @@ class Services:
         """The knowledge base (loaded once; a load error becomes a 503 problem)."""
         if self._kb is not None:
             return self._kb
-        from kb.loader import get_kb
+        from dsdoctor.kb.loader import get_kb
 
         return get_kb()
 
@@ -60,7 +60,7 @@ class Services:
         """Run the diagnosis pipeline with site priors and similar incidents."""
         if self._diagnose is not None:
             return self._diagnose(evidence, **kwargs)
-        from kb.diagnosis import diagnose
+        from dsdoctor.kb.diagnosis import diagnose
 
         return diagnose(evidence, **kwargs)
 
@@ -72,8 +72,8 @@ class Services:
             with self._lock:
                 if self._incidents is None:
                     try:
-                        from api.metrics import record_redactions
-                        from kb.incidents.store import IncidentStore
+                        from dsdoctor.api.metrics import record_redactions
+                        from dsdoctor.kb.incidents.store import IncidentStore
 
                         self._incidents = IncidentStore(self.home, valid_causes=self._valid_causes, seed=self._seed,
                                                         on_redacted=record_redactions)

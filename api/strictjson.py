@@ -14,8 +14,8 @@ import json
 import re
 from typing import Any
 
-from api.errors import ApiError, field_error, validation_error
-from kb.textcheck import unencodable
+from dsdoctor.api.errors import ApiError, field_error, validation_error
+from dsdoctor.kb.textcheck import unencodable
 
 MAX_DEPTH = 64
 MAX_INT_DIGITS = 4300  # Python's own limit for int() on text (sys.get_int_max_str_digits)

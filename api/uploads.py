@@ -15,9 +15,9 @@ from typing import Any
 from flask import current_app, request
 from werkzeug.datastructures import FileStorage
 
-from api import strictjson
-from api.errors import ApiError, field_error, validation_error
-from api.limits import inflate, read_body
+from dsdoctor.api import strictjson
+from dsdoctor.api.errors import ApiError, field_error, validation_error
+from dsdoctor.api.limits import inflate, read_body
 
 FORM_FIELDS = ("logs", "config", "metrics", "environment", "evidence", "description", "observations")
 MAX_DEPTH = strictjson.MAX_DEPTH

@@ -18,7 +18,7 @@ DEVSET_DIR = ROOT.parent / "shared" / "devset" / "cases"
 
 def seed_cases() -> list[tuple[str, dict, list, set[str]]]:
     """(name, evidence, log files, acceptable causes) for every seed case folder."""
-    from api.evidence_files import load_case_dir
+    from dsdoctor.api.evidence_files import load_case_dir
 
     out = []
     for folder in sorted(p for p in SEED_DIR.iterdir() if p.is_dir()):
@@ -37,7 +37,7 @@ def devset_cases(folder: Path = DEVSET_DIR) -> list[tuple[str, dict, list, set[s
 
 
 def score(cases, kb, verbose: bool = False) -> dict[str, float]:
-    from kb.diagnosis import diagnose, ranked_catalog_causes
+    from dsdoctor.kb.diagnosis import diagnose, ranked_catalog_causes
 
     top1 = top3 = 0
     started = time.perf_counter()
@@ -58,7 +58,7 @@ def score(cases, kb, verbose: bool = False) -> dict[str, float]:
 
 
 def main() -> None:
-    from kb.loader import get_kb
+    from dsdoctor.kb.loader import get_kb
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--verbose", action="store_true", help="print every miss with what the engine saw")

@@ -185,7 +185,7 @@ def run_load(port: int, method: str, path: str, bodies: list[bytes | None] | Cal
 def start_server(home: Path, port: int, workers: int) -> subprocess.Popen:
     env = {**os.environ, "DSDOCTOR_HOME": str(home)}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    return subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+    return subprocess.Popen([sys.executable, "-m", "dsdoctor.api.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
                              "--workers", str(workers)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
 

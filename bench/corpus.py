@@ -146,7 +146,7 @@ def export_incidents(folder: Path = CORPUS_DIR) -> str:
 
 def _catalog_probabilities(kb, diagnosis: dict[str, Any]) -> list[tuple[str, float]]:
     """Catalog causes with the probability of their finer causes summed, best first."""
-    from kb.diagnosis import catalog_cause
+    from dsdoctor.kb.diagnosis import catalog_cause
 
     totals: dict[str, float] = {}
     for c in diagnosis["causes"]:
@@ -156,7 +156,7 @@ def _catalog_probabilities(kb, diagnosis: dict[str, Any]) -> list[tuple[str, flo
 
 
 def _bears_on(kb, experiment_id: str, label: str) -> bool:
-    from kb.diagnosis import catalog_cause
+    from dsdoctor.kb.diagnosis import catalog_cause
 
     exp = kb.experiments.get(experiment_id)
     return exp is not None and any(catalog_cause(kb, c) == label for c in exp.expects)
@@ -166,7 +166,7 @@ def first_step(kb, diagnosis: dict[str, Any], label: str) -> tuple[str | None, b
     """The answer's first step and whether it bears on the labelled cause: the first proposed
     experiment (it lists the label among the causes it separates), or, once the leading cause is
     above the confidence threshold, that cause's fix (it bears when that cause is the label)."""
-    from kb.diagnosis import catalog_cause
+    from dsdoctor.kb.diagnosis import catalog_cause
 
     step = diagnosis.get("next_step") or {}
     if step.get("cause"):  # a confident answer's next step is its fix; experiments come after
@@ -179,7 +179,7 @@ def first_step(kb, diagnosis: dict[str, Any], label: str) -> tuple[str | None, b
 
 def _predicted_outcome(kb, experiment_id: str, label: str) -> str:
     """The knowledge base's most likely outcome of an experiment under the labelled cause."""
-    from kb.diagnosis import catalog_cause
+    from dsdoctor.kb.diagnosis import catalog_cause
 
     exp = kb.experiments[experiment_id]
     dist = exp.expects.get(label)
@@ -198,7 +198,7 @@ def evaluate(cases: list[Case], kb, loop: bool = True, hidden: set[str] | frozen
              own_batch_hidden: bool = False) -> list[Outcome]:
     """Score every case; its own documents (leave-one-out) and ``hidden`` are invisible to retrieval,
     and with ``own_batch_hidden`` every document of its batch, as on that batch's first contact."""
-    from kb.retrieval import excluding
+    from dsdoctor.kb.retrieval import excluding
 
     batches = {b: hidden_keys([c for c in cases if c.batch == b]) for b in {c.batch for c in cases}}
     out = []
@@ -210,7 +210,7 @@ def evaluate(cases: list[Case], kb, loop: bool = True, hidden: set[str] | frozen
 
 
 def _evaluate_one(case: Case, kb, loop: bool) -> Outcome:
-    from kb.diagnosis import diagnose
+    from dsdoctor.kb.diagnosis import diagnose
 
     evidence = dict(case.evidence)
     diagnosis = diagnose(evidence, kb=kb, top=10, lang="zh" if case.language == "zh" else "en")
@@ -223,7 +223,7 @@ def _evaluate_one(case: Case, kb, loop: bool) -> Outcome:
 
 
 def _closed_loop(kb, evidence: dict[str, Any], diagnosis: dict[str, Any], label: str) -> bool:
-    from kb.diagnosis import diagnose
+    from dsdoctor.kb.diagnosis import diagnose
 
     observations = dict(evidence.get("observations") or {})
     for _ in range(LOOP_STEPS):
@@ -311,7 +311,7 @@ CV_GRID = (0.0, 0.125, 0.25, 0.5, 1.0)
 @contextmanager
 def engine_override(**values: float) -> Iterator[None]:
     """Within this block the engine runs with these kb/engine.yaml settings replaced."""
-    from kb.inference import engine_settings
+    from dsdoctor.kb.inference import engine_settings
 
     settings = engine_settings()
     saved = {k: settings[k] for k in values if k in settings}
@@ -405,7 +405,7 @@ def record_first_contact(batch: int, rows: list[Outcome]) -> dict[str, Any]:
 
 
 def main() -> None:
-    from kb.loader import get_kb
+    from dsdoctor.kb.loader import get_kb
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--verbose", action="store_true", help="print every miss with what the engine ranked")

@@ -46,10 +46,10 @@ def peak_kb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-from rules.extract import extract, warm_up
-from rules.loader import default_rules
-from rules.matcher import configure_disk_cache
-from rules.settings import load_settings
+from dsdoctor.rules.extract import extract, warm_up
+from dsdoctor.rules.loader import default_rules
+from dsdoctor.rules.matcher import configure_disk_cache
+from dsdoctor.rules.settings import load_settings
 configure_disk_cache(Path(sys.argv[1]).parent / "hs-cache")  # warm like the CLI: compiled databases on disk
 rules = default_rules(); settings = load_settings()
 warm_up(rules, settings)

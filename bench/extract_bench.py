@@ -41,11 +41,11 @@ _CHILD = """
 import json, resource, sys, time
 t0 = time.perf_counter()
 from pathlib import Path
-from rules.extract import extract
-from rules.loader import default_rules
-from rules.settings import load_settings
+from dsdoctor.rules.extract import extract
+from dsdoctor.rules.loader import default_rules
+from dsdoctor.rules.settings import load_settings
 rules = default_rules(); settings = load_settings()
-from rules.extract import warm_up
+from dsdoctor.rules.extract import warm_up
 warm_up(rules, settings)
 t1 = time.perf_counter()
 x = extract({"environment": {"world_size": 64, "nodes": 8}}, log_files=[("train", Path(sys.argv[1]))],
@@ -213,7 +213,7 @@ def _grep_accepts(grep: str, pattern: str) -> bool:
 
 def write_patterns(path: Path, grep: str) -> tuple[int, int]:
     """The rule patterns that translate to POSIX ERE and that grep accepts, one per line."""
-    from rules.loader import default_rules
+    from dsdoctor.rules.loader import default_rules
 
     rules = default_rules().line_rules
     translated = [p for p in (to_ere(r.pattern) for r in rules) if p and _grep_accepts(grep, p)]
@@ -250,7 +250,7 @@ def run_command(path: Path, home: Path) -> tuple[float, int]:
     first warms the caches in ``home``), measured by a small parent so that only the command is counted."""
     cli = Path(sys.executable).with_name("dsdoctor")
     argv = [str(cli), "diagnose", str(path), "--format", "json"] if cli.exists() else \
-        [sys.executable, "-m", "api.cli", "diagnose", str(path), "--format", "json"]
+        [sys.executable, "-m", "dsdoctor.api.cli", "diagnose", str(path), "--format", "json"]
     env = dict(os.environ, DSDOCTOR_HOME=str(home), PYTHONPATH=str(ROOT))
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed package has its bytecode; measure that
     result = (0, 0.0, 0, "")

@@ -35,7 +35,7 @@ def start(home: Path, port: int, workers: int, url: str | None) -> subprocess.Po
     env.pop("DSDOCTOR_DATABASE_URL", None)
     if url:
         env["DSDOCTOR_DATABASE_URL"] = url
-    return subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--port", str(port), "--workers", str(workers)],
+    return subprocess.Popen([sys.executable, "-m", "dsdoctor.api.cli", "serve", "--port", str(port), "--workers", str(workers)],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
 

@@ -25,7 +25,7 @@ _FRESH = """
 import sys, time
 t = time.perf_counter()
 from pathlib import Path
-from kb.loader import collect, layers_for
+from dsdoctor.kb.loader import collect, layers_for
 loaded = collect(layers_for([], data_dir=Path({data_dir!r})))
 print(time.perf_counter() - t)
 """
@@ -66,7 +66,7 @@ def main() -> None:
 
     import yaml
 
-    from kb.loader import DATA_DIR, clear_cache, collect, knowledge_files, layers_for
+    from dsdoctor.kb.loader import DATA_DIR, clear_cache, collect, knowledge_files, layers_for
 
     data_dir = args.data_dir or DATA_DIR
     layers = layers_for([], data_dir=data_dir)

@@ -31,10 +31,10 @@ def _pct(values: list[float], q: float) -> float:
 def main() -> None:
     from bench.accuracy import devset_cases, seed_cases
     from bench.api_bench import multi_rank_log
-    from kb.inference import EvidenceState, rank
-    from kb.loader import get_kb
-    from kb.planner import propose
-    from rules.extract import extract
+    from dsdoctor.kb.inference import EvidenceState, rank
+    from dsdoctor.kb.loader import get_kb
+    from dsdoctor.kb.planner import propose
+    from dsdoctor.rules.extract import extract
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=20)

@@ -214,7 +214,7 @@ def _dir_mb(path: Path) -> float:
 
 def bench_whoosh(home: Path, lines: list[str], causes: list[str], repeats: int, procs: int,
                  reuse: bool = False, cold: bool = False) -> dict[str, Any]:
-    from kb.incidents import IncidentStore
+    from dsdoctor.kb.incidents import IncidentStore
 
     store = IncidentStore(home, valid_causes=set(causes), seed=False)
     import_s = reindex_s = reindex_cpu_s = 0.0
@@ -276,8 +276,8 @@ def _children_cpu() -> float:
 def _forget_results(store: Any, cold: bool = False) -> None:
     """Drop cached rankings and segmentations so the next search does all of its work; ``cold``:
     the decoded postings of frequent terms too (kept across queries by the store)."""
-    from kb.incidents import fastscore
-    from kb.incidents.analyzer import _han_words
+    from dsdoctor.kb.incidents import fastscore
+    from dsdoctor.kb.incidents.analyzer import _han_words
 
     if cold:
         fastscore.forget_hot()
@@ -292,8 +292,8 @@ def _forget_results(store: Any, cold: bool = False) -> None:
 
 
 def _pg_row(line: str) -> tuple:
-    from kb.incidents.pgstore import row_values
-    from kb.incidents.record import validate_new
+    from dsdoctor.kb.incidents.pgstore import row_values
+    from dsdoctor.kb.incidents.record import validate_new
 
     return row_values(validate_new(json.loads(line), None))
 
@@ -303,9 +303,9 @@ def bench_postgres(url: str, lines: list[str], causes: list[str], repeats: int, 
     by one) and time the query mix through ``IncidentStore.search``."""
     import psycopg
 
-    from kb.incidents import IncidentStore
-    from kb.incidents.pgstore import INSERT
-    from kb.storage import backend
+    from dsdoctor.kb.incidents import IncidentStore
+    from dsdoctor.kb.incidents.pgstore import INSERT
+    from dsdoctor.kb.storage import backend
 
     os.environ["DSDOCTOR_DATABASE_URL"] = url
     try:
@@ -384,9 +384,9 @@ def _postgres_url(args: argparse.Namespace, stack: contextlib.ExitStack) -> str 
 
 
 def _segment_row(record: dict[str, Any]) -> tuple:
-    from kb.incidents.analyzer import segment
-    from kb.incidents.indexer import body_text
-    from kb.incidents.record import validate_new
+    from dsdoctor.kb.incidents.analyzer import segment
+    from dsdoctor.kb.incidents.indexer import body_text
+    from dsdoctor.kb.incidents.record import validate_new
 
     r = validate_new(record, None)
     return (r["id"], segment(r["title"]), segment(r["phenomenon"]),
@@ -395,7 +395,7 @@ def _segment_row(record: dict[str, Any]) -> tuple:
 
 
 def bench_fts5(path: Path, records: list[dict[str, Any]], repeats: int, procs: int) -> dict[str, Any]:
-    from kb.incidents.analyzer import segment
+    from dsdoctor.kb.incidents.analyzer import segment
 
     db = sqlite3.connect(str(path))
     db.executescript("""
@@ -475,8 +475,8 @@ def main(argv: list[str] | None = None) -> int:
                         "N generated incidents is searched again without importing and reindexing")
     args = parser.parse_args(argv)
 
-    from kb.catalog import load_catalog
-    from kb.incidents import analyzer
+    from dsdoctor.kb.catalog import load_catalog
+    from dsdoctor.kb.incidents import analyzer
 
     catalog = load_catalog()
     causes = sorted(catalog)

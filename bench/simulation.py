@@ -28,9 +28,9 @@ import random
 import statistics
 from collections.abc import Callable, Iterator
 
-from kb.inference import UNEXPLAINED, EvidenceState, rank
-from kb.model import Experiment, KnowledgeBase
-from kb.planner import propose
+from dsdoctor.kb.inference import UNEXPLAINED, EvidenceState, rank
+from dsdoctor.kb.model import Experiment, KnowledgeBase
+from dsdoctor.kb.planner import propose
 
 OBSERVED = {"logs", "derived", "config", "environment"}
 MAX_STEPS = 25
@@ -105,7 +105,7 @@ def run_case(kb, true_cause, posterior, policy, rng) -> tuple[float, int, str]:
 @contextlib.contextmanager
 def posterior_of(kind: str) -> Iterator[None]:
     """``model``: rank with the simulated world's own exact posterior; ``engine``: as for real reports."""
-    from kb.inference import engine_settings
+    from dsdoctor.kb.inference import engine_settings
 
     if kind == "engine":
         yield
@@ -127,7 +127,7 @@ def simulate(kb: KnowledgeBase, trials: int, seed: int, posterior: str = "model"
 
 
 def _simulate(kb: KnowledgeBase, trials: int, seed: int) -> dict[str, dict[str, float]]:
-    from kb.diagnosis import catalog_cause
+    from dsdoctor.kb.diagnosis import catalog_cause
 
     results: dict[str, list[tuple[float, int, bool]]] = {name: [] for name in POLICIES}
     case_rng = random.Random(seed)
@@ -148,7 +148,7 @@ def _simulate(kb: KnowledgeBase, trials: int, seed: int) -> dict[str, dict[str, 
 
 
 def main() -> None:
-    from kb.loader import get_kb
+    from dsdoctor.kb.loader import get_kb
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--trials", type=int, default=8, help="sampled cases per cause")

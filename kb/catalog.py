@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from kb.errors import KnowledgeError, Problem
-from kb.yamlload import LineDict, display_path, load_file
+from dsdoctor.kb.errors import KnowledgeError, Problem
+from dsdoctor.kb.yamlload import LineDict, display_path, load_file
 
 CATALOG_PATH = Path(__file__).resolve().parent / "catalog" / "root_causes.yaml"
 

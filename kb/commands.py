@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rules.model import JobContext
+from dsdoctor.rules.model import JobContext
 
 _SCRIPT = re.compile(r"(?<![\w/.-])train\.py\b")
 _CONFIG = re.compile(r"(?<![\w/.-])ds_config\.json\b")

@@ -12,12 +12,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kb.commands import steps as command_steps
-from kb.errors import DsdoctorError
-from kb.inference import EvidenceState, Ranking, engine_settings, rank
-from kb.model import KnowledgeBase, Text
-from kb.planner import plan
-from rules.model import Extraction, ReportedOutcome
+from dsdoctor.kb.commands import steps as command_steps
+from dsdoctor.kb.errors import DsdoctorError
+from dsdoctor.kb.inference import EvidenceState, Ranking, engine_settings, rank
+from dsdoctor.kb.model import KnowledgeBase, Text
+from dsdoctor.kb.planner import plan
+from dsdoctor.rules.model import Extraction, ReportedOutcome
 
 #: how many evidence lines of each symptom a diagnosis carries
 LINES_PER_SYMPTOM = 5
@@ -66,10 +66,10 @@ def diagnose(
     diagnosis_id: str | None = None,
 ) -> dict[str, Any]:
     """Diagnose one evidence document (plus log files streamed from disk) into a diagnosis dict."""
-    from rules.extract import extract
+    from dsdoctor.rules.extract import extract
 
     if kb is None:
-        from kb.loader import get_kb
+        from dsdoctor.kb.loader import get_kb
 
         kb = get_kb()
     if not (evidence.get("description") or evidence.get("logs") or log_files):
@@ -116,7 +116,7 @@ def diagnose_extraction(
     state.outcomes = [(o.experiment, o.outcome, o.happened) for o in reported] + asked.outcomes
     state.outcome_strength = {(o.experiment, o.outcome): o.reliability for o in reported}
     if description:
-        from kb.retrieval import log_factors
+        from dsdoctor.kb.retrieval import log_factors
 
         state.text_factors = log_factors(kb, description, engine_settings()["text_weight"])
     unknown = sorted(s for s in state.present if s not in kb.symptoms)
@@ -128,7 +128,9 @@ def diagnose_extraction(
     observed_ids = sorted(s for s in state.present if s in kb.symptoms)
     similar_items: list[dict[str, Any]] = []
     if similar:
-        from kb.incidents.similar import for_diagnosis  # the index's modules; only when a store answers
+        from dsdoctor.kb.incidents.similar import (
+            for_diagnosis,  # the index's modules; only when a store answers
+        )
 
         similar_items = for_diagnosis(similar(observed_ids, description), observed_ids, _mechanisms_of(kb))
     return {

@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from kb.model import Cause, KnowledgeBase, Mechanism, Symptom
+from dsdoctor.kb.model import Cause, KnowledgeBase, Mechanism, Symptom
 
 if TYPE_CHECKING:  # networkx costs ~0.15 s to import; the ranking never needs it
     import networkx as nx

@@ -31,10 +31,10 @@ from typing import Any
 
 import yaml
 
-from kb.graph import cause_likelihoods, noisy_or_likelihood
-from kb.lru import memo
-from kb.model import Cause, KnowledgeBase
-from rules.model import Extraction, JobContext
+from dsdoctor.kb.graph import cause_likelihoods, noisy_or_likelihood
+from dsdoctor.kb.lru import memo
+from dsdoctor.kb.model import Cause, KnowledgeBase
+from dsdoctor.rules.model import Extraction, JobContext
 
 UNEXPLAINED = "unexplained"
 #: the phase names of the rules layer and the symptom that states each

@@ -18,12 +18,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kb.catalog import CatalogEntry, load_catalog
-from kb.errors import KnowledgeError, Problem
-from kb.graph import signature
-from kb.loader import Loaded, close_matches, collect, layers_for
-from kb.model import KnowledgeBase
-from kb.yamlload import LineDict, LineList, display_path, load_file
+from dsdoctor.kb.catalog import CatalogEntry, load_catalog
+from dsdoctor.kb.errors import KnowledgeError, Problem
+from dsdoctor.kb.graph import signature
+from dsdoctor.kb.loader import Loaded, close_matches, collect, layers_for
+from dsdoctor.kb.model import KnowledgeBase
+from dsdoctor.kb.yamlload import LineDict, LineList, display_path, load_file
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules" / "data"
 #: a symptom is part of a cause's signature when P(s | c) >= this

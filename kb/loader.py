@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kb import snapshot
-from kb.errors import KnowledgeError, Problem
-from kb.model import (
+from dsdoctor.kb import snapshot
+from dsdoctor.kb.errors import KnowledgeError, Problem
+from dsdoctor.kb.model import (
     Cause,
     Context,
     Experiment,
@@ -47,7 +47,7 @@ from kb.model import (
     Symptom,
     Text,
 )
-from kb.yamlload import LineDict, LineList, display_path, line_of, load_file
+from dsdoctor.kb.yamlload import LineDict, LineList, display_path, line_of, load_file
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 #: not knowledge files: the authoring template and the search glossary (kb/incidents/expand.py)
@@ -138,7 +138,11 @@ def parse_file(path: Path, *, overlay: bool) -> ParsedFile:
 
 
 def _parse_file(path: Path, overlay: bool) -> ParsedFile:
-    from kb.schema import KINDS, OVERLAY_KINDS, validate_entry  # marshmallow: not needed for a snapshot
+    from dsdoctor.kb.schema import (  # marshmallow: not needed for a snapshot
+        KINDS,
+        OVERLAY_KINDS,
+        validate_entry,
+    )
 
     data, problems = load_file(path)
     file = display_path(path)
@@ -261,7 +265,7 @@ _CONVERT = {"causes": _cause, "mechanisms": _mechanism, "symptoms": _symptom, "e
 
 def _apply_patch(patch: Entry, node: Any, kind: str, loaded: Loaded) -> list[Problem]:
     """Apply one valid patch to a (copied) node in place; return the problems it has."""
-    from kb.schema import PATCHABLE, row_issues
+    from dsdoctor.kb.schema import PATCHABLE, row_issues
 
     data = patch.data or {}
     allowed = PATCHABLE[kind]
@@ -421,7 +425,7 @@ class Layer:
 def layers_for(overlays: Sequence[Path] | None = None, *, builtin: bool = True,
                data_dir: Path | None = None) -> list[Layer]:
     """The layers a load reads: base (``data_dir`` or built-in data, unless ``builtin`` is False), overlays."""
-    from kb.storage.settings import kb_overlay_paths
+    from dsdoctor.kb.storage.settings import kb_overlay_paths
 
     base = data_dir if data_dir is not None else (DATA_DIR if builtin else None)
     extra = kb_overlay_paths() if overlays is None else list(overlays)
@@ -492,7 +496,7 @@ def _add_patch(patch: Entry, tables: dict[str, dict[str, Any]], loaded: Loaded) 
 
 
 def _finish(loaded: Loaded) -> None:
-    from kb.graph import build_graph, compute_likelihoods
+    from dsdoctor.kb.graph import build_graph, compute_likelihoods
 
     kb = loaded.kb
     loaded.problems.extend(_reference_problems(loaded))
@@ -528,7 +532,7 @@ def get_kb(*, reload: bool = False) -> KnowledgeBase:
     ``reload=True`` reads the files again (unchanged files come from the parse cache); a change
     of ``DSDOCTOR_KB_PATH`` also triggers a reload. On error the previous knowledge base stays.
     """
-    from kb.storage.settings import kb_overlay_paths
+    from dsdoctor.kb.storage.settings import kb_overlay_paths
 
     global _KB
     key = tuple(str(p) for p in kb_overlay_paths())
@@ -539,7 +543,7 @@ def get_kb(*, reload: bool = False) -> KnowledgeBase:
 
 
 #: modules whose code shapes a loaded knowledge base (a change of any of them invalidates its snapshot)
-_CODE = ("kb.loader", "kb.model", "kb.schema", "kb.graph", "kb.yamlload")
+_CODE = ("dsdoctor.kb.loader", "dsdoctor.kb.model", "dsdoctor.kb.schema", "dsdoctor.kb.graph", "dsdoctor.kb.yamlload")
 
 
 def _load_snapshot() -> KnowledgeBase:

@@ -173,7 +173,7 @@ class KnowledgeBase:
     def __getattr__(self, name: str) -> Any:
         if name != "graph" or "causes" not in self.__dict__:
             raise AttributeError(name)
-        from kb.graph import build_graph
+        from dsdoctor.kb.graph import build_graph
 
         graph = self.__dict__["graph"] = build_graph(self.causes, self.mechanisms, self.symptoms)
         return graph

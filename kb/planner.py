@@ -24,9 +24,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kb.inference import UNEXPLAINED, engine_settings
-from kb.lru import memo
-from kb.model import Experiment, KnowledgeBase
+from dsdoctor.kb.inference import UNEXPLAINED, engine_settings
+from dsdoctor.kb.lru import memo
+from dsdoctor.kb.model import Experiment, KnowledgeBase
 
 
 @dataclass

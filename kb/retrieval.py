@@ -29,8 +29,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
-from kb.lru import memo
-from kb.model import KnowledgeBase, Text
+from dsdoctor.kb.lru import memo
+from dsdoctor.kb.model import KnowledgeBase, Text
 
 #: BM25 parameters (the usual ones: term saturation, length normalisation)
 K1 = 1.2
@@ -86,7 +86,7 @@ def excluding(keys: Iterable[str]) -> Iterator[None]:
 
 
 def _terms(text: str) -> list[str]:
-    from kb.incidents.analyzer import terms
+    from dsdoctor.kb.incidents.analyzer import terms
 
     return [t for t, *_ in terms(text)] if text else []
 
@@ -121,7 +121,7 @@ def _document(kb: KnowledgeBase, cause_id: str, rule_texts: dict[str, str]) -> C
 def _rule_texts() -> dict[str, str]:
     """Per symptom, how people and programs name it: the titles of the rules that assert it (both
     languages). Rule examples are left out: they are test sentences, not knowledge."""
-    from rules.loader import default_rules
+    from dsdoctor.rules.loader import default_rules
 
     out: dict[str, list[str]] = {}
     for rule in default_rules().rules:
@@ -226,7 +226,7 @@ def log_factors(kb: KnowledgeBase, text: str, weight: float, incident_weight: fl
     incidents' share of the documents) defaults to the engine's setting (kb/engine.yaml).
     """
     if incident_weight is None:
-        from kb.inference import engine_settings
+        from dsdoctor.kb.inference import engine_settings
 
         incident_weight = engine_settings().get("incident_weight", 0.0)
     raw = scores(kb, text, incident_weight)

@@ -19,7 +19,7 @@ from typing import Any
 
 from marshmallow import RAISE, Schema, ValidationError, fields, validate
 
-from kb.model import COMMAND_KINDS, DOMAINS, PILLARS, SEVERITIES, SYMPTOM_KINDS, SYMPTOM_SOURCES
+from dsdoctor.kb.model import COMMAND_KINDS, DOMAINS, PILLARS, SEVERITIES, SYMPTOM_KINDS, SYMPTOM_SOURCES
 
 FIX_KINDS = ("ds_config", "env", "command", "code", "hardware", "process")
 STATUSES = ("active", "deprecated")

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from kb.errors import Problem
+from dsdoctor.kb.errors import Problem
 
 _Base: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

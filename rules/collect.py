@@ -16,13 +16,13 @@ from typing import Any
 
 import re2
 
-from rules.context import LineContext, SourceHint
-from rules.jobfacts import JobFacts, read_command, read_frame
-from rules.matcher import RuleMatch, re2_options
-from rules.model import LineRef, ObservedSymptom
-from rules.numeric import NumericFacts
-from rules.ruleset import Rule
-from rules.units import convert, parse_float, parse_int, parse_size
+from dsdoctor.rules.context import LineContext, SourceHint
+from dsdoctor.rules.jobfacts import JobFacts, read_command, read_frame
+from dsdoctor.rules.matcher import RuleMatch, re2_options
+from dsdoctor.rules.model import LineRef, ObservedSymptom
+from dsdoctor.rules.numeric import NumericFacts
+from dsdoctor.rules.ruleset import Rule
+from dsdoctor.rules.units import convert, parse_float, parse_int, parse_size
 
 Participant = tuple[Any, ...]
 

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rules.collect import Collector
-from rules.model import ConfigFinding, Extraction
-from rules.settings import Settings
+from dsdoctor.rules.collect import Collector
+from dsdoctor.rules.model import ConfigFinding, Extraction
+from dsdoctor.rules.settings import Settings
 
 
 @dataclass

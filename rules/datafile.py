@@ -9,8 +9,8 @@ from typing import Any
 
 import re2
 
-from kb.yamlload import load_file
-from rules.matcher import re2_options
+from dsdoctor.kb.yamlload import load_file
+from dsdoctor.rules.matcher import re2_options
 
 
 @functools.lru_cache(maxsize=16)

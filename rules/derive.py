@@ -23,12 +23,12 @@ from typing import Any
 
 import re2
 
-from rules.collect import Collector, Event
-from rules.matcher import re2_options
-from rules.model import Extraction, FirstError, LineRef, ObservedSymptom
-from rules.scope import attribute_sources, derive_scope
-from rules.settings import Settings
-from rules.units import parse_float
+from dsdoctor.rules.collect import Collector, Event
+from dsdoctor.rules.matcher import re2_options
+from dsdoctor.rules.model import Extraction, FirstError, LineRef, ObservedSymptom
+from dsdoctor.rules.scope import attribute_sources, derive_scope
+from dsdoctor.rules.settings import Settings
+from dsdoctor.rules.units import parse_float
 
 SCOPES = {"single-rank": "s.scope_single_rank", "single-node": "s.scope_single_node",
           "multi-node": "s.scope_multi_node", "global": "s.scope_global"}

@@ -15,10 +15,10 @@ from typing import Any
 
 import re2
 
-from rules.collect import Collector
-from rules.matcher import re2_options
-from rules.model import ConfigFinding, Extraction
-from rules.settings import Settings
+from dsdoctor.rules.collect import Collector
+from dsdoctor.rules.matcher import re2_options
+from dsdoctor.rules.model import ConfigFinding, Extraction
+from dsdoctor.rules.settings import Settings
 
 
 def _int(value: Any) -> int | None:

@@ -11,8 +11,8 @@ from typing import Any
 
 import re2
 
-from rules.matcher import re2_options
-from rules.settings import Settings
+from dsdoctor.rules.matcher import re2_options
+from dsdoctor.rules.settings import Settings
 
 _OWN = ("world_size", "nodes", "gpu", "versions", "per_node")
 

@@ -19,8 +19,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from kb.errors import DsdoctorError
-from rules import (
+from dsdoctor.kb.errors import DsdoctorError
+from dsdoctor.rules import (
     accelerate_config,
     config_checks,
     derive,
@@ -31,13 +31,13 @@ from rules import (
     model_states,
     phrases,
 )
-from rules.collect import Collector, SourceState
-from rules.context import LEADING_RANK, LineContext, SourceHint, parse_prefix, source_hint, untimed
-from rules.loader import default_rules
-from rules.matcher import LineMatcher, cached_fingerprint, cached_matcher
-from rules.model import Extraction
-from rules.ruleset import Rule, RuleSet
-from rules.settings import Settings, load_settings
+from dsdoctor.rules.collect import Collector, SourceState
+from dsdoctor.rules.context import LEADING_RANK, LineContext, SourceHint, parse_prefix, source_hint, untimed
+from dsdoctor.rules.loader import default_rules
+from dsdoctor.rules.matcher import LineMatcher, cached_fingerprint, cached_matcher
+from dsdoctor.rules.model import Extraction
+from dsdoctor.rules.ruleset import Rule, RuleSet
+from dsdoctor.rules.settings import Settings, load_settings
 
 ProgressCallback = Callable[[int], None]
 _LEADING_RANK_AT = LEADING_RANK.match

@@ -17,11 +17,11 @@ from typing import Any
 from marshmallow import ValidationError
 from marshmallow import fields as mf
 
-from kb.errors import Problem
-from kb.schema import Number, StrictSchema, String
-from kb.schema import _flatten as flatten_errors
-from kb.yamlload import display_path, line_of, load_file
-from rules.ruleset import Rule
+from dsdoctor.kb.errors import Problem
+from dsdoctor.kb.schema import Number, StrictSchema, String
+from dsdoctor.kb.schema import _flatten as flatten_errors
+from dsdoctor.kb.yamlload import display_path, line_of, load_file
+from dsdoctor.rules.ruleset import Rule
 
 FILE_NAME = "identifiers.yaml"
 RULE_PREFIX = "ident."
@@ -88,7 +88,7 @@ def compile_vocabulary(path: Path, problems: list[Problem]) -> list[Rule]:
         if bool(entry["names"]) == bool(entry["pattern"]):
             problems.append(Problem(file, where, f"identifier {entry['id']!r}: give either 'names' or 'pattern'"))
             continue
-        from rules.schema import validate_rule  # marshmallow: only when the vocabulary is compiled
+        from dsdoctor.rules.schema import validate_rule  # marshmallow: only when the vocabulary is compiled
 
         valid, issues = validate_rule(_rule_data(entry, float(default)))
         for sub, message in issues:

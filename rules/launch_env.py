@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rules import datafile
-from rules.collect import Collector
-from rules.model import Extraction
+from dsdoctor.rules import datafile
+from dsdoctor.rules.collect import Collector
+from dsdoctor.rules.model import Extraction
 
 DATA = Path(__file__).resolve().parent / "data" / "launch_env.yaml"
 MAX_CHARS = 1 << 20

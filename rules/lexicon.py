@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kb.errors import KnowledgeError, Problem
-from kb.yamlload import display_path, line_of, load_file
-from rules.ids import RULE_ID, SYMPTOM_ID
+from dsdoctor.kb.errors import KnowledgeError, Problem
+from dsdoctor.kb.yamlload import display_path, line_of, load_file
+from dsdoctor.rules.ids import RULE_ID, SYMPTOM_ID
 
 LEXICON_FILE = Path(__file__).resolve().parent / "data" / "lexicon.yaml"
 MAX_HITS = 8  # hits per concept and span considered when pairing (bounds the search)

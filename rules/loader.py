@@ -22,11 +22,11 @@ from pathlib import Path
 import hyperscan
 import re2
 
-from kb import snapshot
-from kb.errors import KnowledgeError, Problem
-from kb.yamlload import display_path, line_of, load_file
-from rules.matcher import cached_matcher, compile_hyperscan, compile_re2
-from rules.ruleset import Rule, RuleSet
+from dsdoctor.kb import snapshot
+from dsdoctor.kb.errors import KnowledgeError, Problem
+from dsdoctor.kb.yamlload import display_path, line_of, load_file
+from dsdoctor.rules.matcher import cached_matcher, compile_hyperscan, compile_re2
+from dsdoctor.rules.ruleset import Rule, RuleSet
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
@@ -46,7 +46,9 @@ def rule_files(dirs: Iterable[Path]) -> list[Path]:
 
 
 def _load_file(path: Path, problems: list[Problem]) -> list[Rule]:
-    from rules.schema import validate_rule  # marshmallow: only when files are parsed, not for a snapshot
+    from dsdoctor.rules.schema import (
+        validate_rule,  # marshmallow: only when files are parsed, not for a snapshot
+    )
 
     data, yaml_problems = load_file(path)
     problems.extend(yaml_problems)
@@ -114,8 +116,10 @@ def load_rules_with_problems(dirs: Sequence[Path] | None = None, *, compile_chec
     rules: list[Rule] = []
     for path in rule_files(dirs or [DATA_DIR]):
         rules.extend(_load_file(path, problems))
-    from rules.identifiers import FILE_NAME as VOCABULARY_FILE  # marshmallow: only when files are parsed
-    from rules.identifiers import compile_vocabulary
+    from dsdoctor.rules.identifiers import (
+        FILE_NAME as VOCABULARY_FILE,  # marshmallow: only when files are parsed
+    )
+    from dsdoctor.rules.identifiers import compile_vocabulary
 
     for d in dirs or [DATA_DIR]:  # the vocabulary of identifiers, compiled into phrase rules
         vocabulary = Path(d) / VOCABULARY_FILE
@@ -148,7 +152,7 @@ _DEFAULT_KEY = (str(DATA_DIR.resolve()),)
 
 
 #: modules whose code shapes a loaded rule set (a change of any of them invalidates its snapshot)
-_CODE = ("rules.loader", "rules.ruleset", "rules.schema", "kb.yamlload")
+_CODE = ("dsdoctor.rules.loader", "dsdoctor.rules.ruleset", "dsdoctor.rules.schema", "dsdoctor.kb.yamlload")
 
 
 @functools.lru_cache(maxsize=4)

@@ -27,7 +27,7 @@ from pathlib import Path
 import hyperscan
 import re2
 
-from rules.ruleset import Rule, RuleSet
+from dsdoctor.rules.ruleset import Rule, RuleSet
 
 #: RE2 looks at most this many bytes at the start and at the end of a very long line
 LONG_LINE_WINDOW = 65536

@@ -14,11 +14,11 @@ import math
 from statistics import median
 from typing import Any
 
-from rules.collect import Collector
-from rules.model import Extraction
-from rules.numeric import SeriesSummary
-from rules.settings import Settings
-from rules.units import parse_float
+from dsdoctor.rules.collect import Collector
+from dsdoctor.rules.model import Extraction
+from dsdoctor.rules.numeric import SeriesSummary
+from dsdoctor.rules.settings import Settings
+from dsdoctor.rules.units import parse_float
 
 KNOWN = ("step_time_s", "loss", "grad_norm", "loss_scale", "lr", "gpu_util", "mem_allocated_gb", "mem_reserved_gb",
          "samples_per_sec", "tflops")

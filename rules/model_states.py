@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rules import datafile
-from rules.collect import Collector
-from rules.model import Extraction
+from dsdoctor.rules import datafile
+from dsdoctor.rules.collect import Collector
+from dsdoctor.rules.model import Extraction
 
 DATA = Path(__file__).resolve().parent / "data" / "model_states.yaml"
 SYMPTOM = "s.model_states_exceed_gpu"

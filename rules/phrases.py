@@ -18,12 +18,12 @@ import functools
 import re
 from typing import Any, NamedTuple
 
-from rules.collect import Collector
-from rules.lexicon import compose_description
-from rules.matcher import cached_fingerprint, cached_matcher
-from rules.model import Extraction, ReportedOutcome
-from rules.ruleset import RuleSet
-from rules.settings import Settings
+from dsdoctor.rules.collect import Collector
+from dsdoctor.rules.lexicon import compose_description
+from dsdoctor.rules.matcher import cached_fingerprint, cached_matcher
+from dsdoctor.rules.model import Extraction, ReportedOutcome
+from dsdoctor.rules.ruleset import RuleSet
+from dsdoctor.rules.settings import Settings
 
 MAX_DESCRIPTION_CHARS = 1_000_000
 
@@ -131,7 +131,7 @@ class _VersionRule(NamedTuple):
 
 def _read_versions(text: str, outcomes: dict[str, ReportedOutcome], source: str, cfg: dict[str, Any]) -> None:
     """Two releases compared in words ("runs with 0.5.8, throws with 0.6.1"): x.other_release's outcome."""
-    from rules import version_outcomes
+    from dsdoctor.rules import version_outcomes
 
     for said in version_outcomes.read(text):
         rule = _VersionRule("versions.compare", f"x.other_release={said.outcome}", version_outcomes.reliability())

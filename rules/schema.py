@@ -23,10 +23,10 @@ from typing import Any
 from marshmallow import ValidationError, validate
 from marshmallow import fields as mf
 
-from kb.schema import Boolean, Number, StrictSchema, String
-from kb.schema import _flatten as flatten_errors  # one message style for every data file
-from rules.ids import FIELD_NAME, OBSERVATION_KEY, RULE_ID, SYMPTOM_ID
-from rules.units import FIELD_TYPES
+from dsdoctor.kb.schema import Boolean, Number, StrictSchema, String
+from dsdoctor.kb.schema import _flatten as flatten_errors  # one message style for every data file
+from dsdoctor.rules.ids import FIELD_NAME, OBSERVATION_KEY, RULE_ID, SYMPTOM_ID
+from dsdoctor.rules.units import FIELD_TYPES
 
 KINDS = ("log", "phrase", "marker")
 SEVERITIES = ("error", "warning", "info")

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rules.collect import Collector, Event, Participant
+from dsdoctor.rules.collect import Collector, Event, Participant
 
 
 @dataclass

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kb import snapshot
-from kb.errors import KnowledgeError, Problem
-from kb.yamlload import display_path, line_of, load_file
+from dsdoctor.kb import snapshot
+from dsdoctor.kb.errors import KnowledgeError, Problem
+from dsdoctor.kb.yamlload import display_path, line_of, load_file
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 NUMBER = (int, float)
@@ -120,7 +120,7 @@ def load_settings_with_problems(data_dir: Path = DATA_DIR) -> tuple[dict[str, di
 def load_settings(data_dir: Path = DATA_DIR) -> Settings:
     """Load and check the engine settings (once per process); raise :class:`KnowledgeError` on problems."""
     return snapshot.cached("settings", lambda: [Path(data_dir) / name for name in _SHAPES],
-                           ("rules.settings", "kb.yamlload"), lambda: _load_settings(data_dir))
+                           ("dsdoctor.rules.settings", "dsdoctor.kb.yamlload"), lambda: _load_settings(data_dir))
 
 
 def _load_settings(data_dir: Path) -> Settings:

@@ -14,13 +14,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rules.context import parse_prefix
-from rules.lexicon import Composition, Lexicon, load_lexicon
-from rules.matcher import LineMatcher, cached_matcher
-from rules.phrases import _negated, asserted
-from rules.ruleset import Rule, RuleSet
-from rules.settings import Settings, load_settings
-from rules.units import convert, parse_float
+from dsdoctor.rules.context import parse_prefix
+from dsdoctor.rules.lexicon import Composition, Lexicon, load_lexicon
+from dsdoctor.rules.matcher import LineMatcher, cached_matcher
+from dsdoctor.rules.phrases import _negated, asserted
+from dsdoctor.rules.ruleset import Rule, RuleSet
+from dsdoctor.rules.settings import Settings, load_settings
+from dsdoctor.rules.units import convert, parse_float
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ VERSION_RULE = "versions.compare"
 
 def run_version_examples() -> list[ExampleResult]:
     """The examples of rules/data/version_outcomes.yaml through the reader descriptions use."""
-    from rules import version_outcomes
+    from dsdoctor.rules import version_outcomes
 
     where = str(version_outcomes.DATA)
     match, no_match = version_outcomes.examples()

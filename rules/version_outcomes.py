@@ -13,7 +13,7 @@ import itertools
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from rules import datafile
+from dsdoctor.rules import datafile
 
 DATA = Path(__file__).resolve().parent / "data" / "version_outcomes.yaml"
 

@@ -38,7 +38,7 @@ def pg_cluster():
 @pytest.fixture
 def pg_url(pg_cluster, monkeypatch: pytest.MonkeyPatch):
     """A fresh PostgreSQL database, named by DSDOCTOR_DATABASE_URL for the test."""
-    from kb.storage import backend
+    from dsdoctor.kb.storage import backend
 
     url = pg_cluster.create_database()
     monkeypatch.setenv("DSDOCTOR_DATABASE_URL", url)
@@ -59,7 +59,7 @@ def other_database(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
     """Stores opened from now on use another, empty database on PostgreSQL (on SQLite their own
     folder already is one): a test that moves incidents between two stores."""
     if "store_backend" in request.fixturenames and request.getfixturevalue("store_backend") == "postgresql":
-        from kb.storage import backend
+        from dsdoctor.kb.storage import backend
 
         url = request.getfixturevalue("pg_cluster").create_database()
         monkeypatch.setenv("DSDOCTOR_DATABASE_URL", url)
@@ -72,6 +72,6 @@ def other_database(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
 @pytest.fixture(scope="session")
 def real_kb():
     """The built-in knowledge base, loaded once for the whole session."""
-    from kb.loader import load_kb
+    from dsdoctor.kb.loader import load_kb
 
     return load_kb(overlays=[])

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from kb.model import Cause, Context, Experiment, Fix, KnowledgeBase, Mechanism, Outcome, Symptom, Text
+from dsdoctor.kb.model import (
+    Cause,
+    Context,
+    Experiment,
+    Fix,
+    KnowledgeBase,
+    Mechanism,
+    Outcome,
+    Symptom,
+    Text,
+)
 
 
 def text(s: str) -> Text:

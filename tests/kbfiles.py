@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kb import loader
+from dsdoctor.kb import loader
 
 FIXTURE = Path(__file__).parent / "fixtures" / "kb"
 

@@ -6,10 +6,10 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from rules.extract import extract
-from rules.loader import load_rules
-from rules.model import Extraction
-from rules.ruleset import RuleSet
+from dsdoctor.rules.extract import extract
+from dsdoctor.rules.loader import load_rules
+from dsdoctor.rules.model import Extraction
+from dsdoctor.rules.ruleset import RuleSet
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"

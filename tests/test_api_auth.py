@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kb.storage.tokens import TokenStore
+from dsdoctor.kb.storage.tokens import TokenStore
 from tests.test_api_support import EVIDENCE, assert_problem, make_app
 
 #: (method, url, scope the route needs)

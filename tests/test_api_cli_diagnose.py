@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from api.cli import cli
+from dsdoctor.api.cli import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 

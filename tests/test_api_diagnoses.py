@@ -203,7 +203,7 @@ def test_resolved_incidents_become_site_priors(client) -> None:
     created = _create(client).get_json()
     client.post(f"/v1/diagnoses/{created['id']}/incident",
                 json={"root_cause": "hardware.silent_data_corruption", "status": "resolved", "fix": "swap"})
-    import api.services as services_module
+    import dsdoctor.api.services as services_module
 
     services_module.SITE_COUNTS_TTL_S, saved = 0.0, services_module.SITE_COUNTS_TTL_S
     try:

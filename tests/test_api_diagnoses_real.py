@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from api.server import EXAMPLE_EVIDENCE
+from dsdoctor.api.server import EXAMPLE_EVIDENCE
 from tests.test_api_support import assert_problem
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,7 +23,7 @@ LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
 
 @pytest.fixture(scope="module")
 def real_client(tmp_path_factory):
-    from api.app import create_app
+    from dsdoctor.api.app import create_app
 
     app = create_app({"TESTING": True, "DSDOCTOR_HOME": str(tmp_path_factory.mktemp("real-home"))})
     yield app.test_client()
@@ -47,7 +47,7 @@ def test_readyz_is_ready(real_client) -> None:
 
 def test_kb_routes_on_the_real_knowledge_base(real_client) -> None:
     causes = real_client.get("/v1/kb/causes").get_json()["items"]
-    from kb.catalog import load_catalog
+    from dsdoctor.kb.catalog import load_catalog
 
     assert set(load_catalog()) <= {c["id"] for c in causes}
     first = causes[0]["id"]

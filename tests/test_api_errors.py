@@ -124,7 +124,7 @@ def test_unexpected_exception_is_a_500_problem_without_traceback(dsdoctor_home) 
 
 
 def test_bad_evidence_from_the_engine_is_a_422(dsdoctor_home) -> None:
-    from kb.errors import DsdoctorError
+    from dsdoctor.kb.errors import DsdoctorError
 
     def refuses(*_args, **_kwargs):
         raise DsdoctorError("the config is not a DeepSpeed config")
@@ -136,7 +136,7 @@ def test_bad_evidence_from_the_engine_is_a_422(dsdoctor_home) -> None:
 
 
 def test_broken_knowledge_base_is_a_503(dsdoctor_home) -> None:
-    from kb.errors import KnowledgeError, Problem
+    from dsdoctor.kb.errors import KnowledgeError, Problem
 
     def broken(*_args, **_kwargs):
         raise KnowledgeError([Problem("kb/data/causes/x.yaml", 3, "unknown mechanism m.x")])

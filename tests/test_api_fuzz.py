@@ -31,7 +31,7 @@ def _build_app():
     import shutil
     import tempfile
 
-    from api.app import create_app
+    from dsdoctor.api.app import create_app
 
     home = tempfile.mkdtemp(prefix="dsdoctor-fuzz-")
     atexit.register(shutil.rmtree, home, True)

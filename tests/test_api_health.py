@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from api.version import package_version
+from dsdoctor.api.version import package_version
 from tests.test_api_support import EVIDENCE, api_app, assert_problem, client, make_app  # noqa: F401
 
 
@@ -23,7 +23,7 @@ def test_the_api_version_is_the_package_version(client) -> None:
 
 
 def test_readyz_reports_each_check(client, monkeypatch) -> None:
-    import api.blueprints.health as health
+    import dsdoctor.api.blueprints.health as health
 
     fake = {"knowledge": {"ok": True, "detail": "x"}, "store": {"ok": True, "detail": "y"}}
     monkeypatch.setattr(health, "readiness_checks", lambda: fake)
@@ -35,7 +35,7 @@ def test_readyz_reports_each_check(client, monkeypatch) -> None:
 
 
 def test_readiness_checks_are_real(api_app) -> None:
-    from api.blueprints.health import readiness_checks
+    from dsdoctor.api.blueprints.health import readiness_checks
 
     with api_app.test_request_context("/readyz"):
         checks = readiness_checks()
@@ -68,7 +68,7 @@ import os
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = {str(tmp_path / "prom")!r}
 os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
 pid = os.fork()
-from api import metrics
+from dsdoctor.api import metrics
 metrics.LOG_BYTES.inc(100)
 if pid == 0:
     os._exit(0)
@@ -118,7 +118,7 @@ def test_docs_page_works_offline(client) -> None:
 
 
 def test_docs_fall_back_without_swagger_ui(client, monkeypatch) -> None:
-    import api.blueprints.docs as docs
+    import dsdoctor.api.blueprints.docs as docs
 
     monkeypatch.setattr(docs, "swagger_dist", lambda: None)
     html = client.get("/docs").get_data(as_text=True)

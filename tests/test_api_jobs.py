@@ -7,8 +7,8 @@ import sqlite3
 
 import pytest
 
-from api.chatops import ChatContext, handle
-from kb.storage.diagnoses import DiagnosisStore
+from dsdoctor.api.chatops import ChatContext, handle
+from dsdoctor.kb.storage.diagnoses import DiagnosisStore
 from tests.kbfactory import nan_kb
 from tests.test_api_support import EVIDENCE, api_app, assert_problem, client  # noqa: F401
 

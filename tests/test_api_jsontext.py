@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from api import jsontext
+from dsdoctor.api import jsontext
 
 
 def test_documents_round_trip_with_unicode_kept_readable():

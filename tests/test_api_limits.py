@@ -9,8 +9,8 @@ import zlib
 
 import pytest
 
-from api.errors import ApiError
-from api.limits import inflate, max_body_bytes
+from dsdoctor.api.errors import ApiError
+from dsdoctor.api.limits import inflate, max_body_bytes
 from tests.test_api_support import EVIDENCE, assert_problem, make_app
 
 LIMIT = 256 * 1024

@@ -10,8 +10,8 @@ import re
 from datetime import timedelta
 from types import SimpleNamespace
 
-from api import logs
-from api.version import package_version
+from dsdoctor.api import logs
+from dsdoctor.api.version import package_version
 from tests.test_api_support import EVIDENCE, api_app, client  # noqa: F401
 
 BASE_FIELDS = {"time", "level", "logger", "message", "request_id", "pid"}
@@ -49,7 +49,7 @@ def test_app_logs_are_json_lines_with_the_request_id(api_app) -> None:
 def test_access_lines_share_the_format(monkeypatch) -> None:
     from gunicorn.config import Config
 
-    from api.server import _json_access_logger
+    from dsdoctor.api.server import _json_access_logger
 
     cfg = Config()
     cfg.set("accesslog", "-")

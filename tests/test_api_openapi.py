@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from kb.storage.tokens import TokenStore
+from dsdoctor.kb.storage.tokens import TokenStore
 from tests.test_api_support import make_app
 
 METHODS = ("get", "post", "put", "patch", "delete")

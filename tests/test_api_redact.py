@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from kb.redact import Redactions, is_secret_key, redact_text, redact_value
+from dsdoctor.kb.redact import Redactions, is_secret_key, redact_text, redact_value
 
 HF = "hf_" + "aB3" * 12
 GHP = "ghp_" + "x1Y2" * 9
@@ -124,7 +124,7 @@ def test_throughput_on_a_large_log() -> None:
 
 # ---------------------------------------------------------------- issue 14: the shapes as data, new shapes
 
-from kb.redact import SHAPES  # noqa: E402
+from dsdoctor.kb.redact import SHAPES  # noqa: E402
 
 _EXAMPLES = [(s.kind, kind, text) for s in SHAPES for kind in ("match", "no_match")
              for text in s.examples.get(kind, [])]

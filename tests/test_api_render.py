@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from api.render import outcome_effect, render_markdown, render_text
-from kb.diagnosis import diagnose, shown_time
+from dsdoctor.api.render import outcome_effect, render_markdown, render_text
+from dsdoctor.kb.diagnosis import diagnose, shown_time
 
 LONG = ("[rank3]:[E1201 11:04:23.551000 1234 ProcessGroupNCCL.cpp:1595] [PG 0 Rank 3] Process group watchdog thread "
         "terminated with exception: CUDA error: an illegal memory access was encountered. CUDA kernel errors might be "

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from api.cli import main
+from dsdoctor.api.cli import main
 from tests.test_api_support import NAN_LOG, make_app
 from tests.test_chatops_api import SECRET as SLACK_SECRET
 from tests.test_chatops_api import sign, slack_body

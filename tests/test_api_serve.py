@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from api.server import curl_example, is_loopback
+from dsdoctor.api.server import curl_example, is_loopback
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,7 +38,7 @@ def get(port: int, path: str, timeout: float = 15.0) -> tuple[int, bytes]:
 def start_server(home: Path, port: int, *extra: str) -> subprocess.Popen:
     env = {**os.environ, "DSDOCTOR_HOME": str(home), "PYTHONUNBUFFERED": "1"}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    return subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--port", str(port), *extra], cwd=ROOT,
+    return subprocess.Popen([sys.executable, "-m", "dsdoctor.api.cli", "serve", "--port", str(port), *extra], cwd=ROOT,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -103,7 +103,7 @@ def test_refuses_open_api_on_a_public_address(tmp_path) -> None:
 
 def test_bad_body_limit_setting_is_refused(tmp_path) -> None:
     env = {**os.environ, "DSDOCTOR_HOME": str(tmp_path), "DSDOCTOR_MAX_BODY_MB": "huge"}
-    proc = subprocess.run([sys.executable, "-m", "api.cli", "serve", "--port", str(free_port())], cwd=ROOT, env=env,
+    proc = subprocess.run([sys.executable, "-m", "dsdoctor.api.cli", "serve", "--port", str(free_port())], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and "DSDOCTOR_MAX_BODY_MB" in proc.stderr
 
@@ -171,7 +171,7 @@ def test_issue14_idle_clients_do_not_starve_the_workers(tmp_path) -> None:
 
 
 def test_issue14_access_log_redacts_percent_encoded_secrets() -> None:
-    from api.server import redacted_url_part
+    from dsdoctor.api.server import redacted_url_part
 
     assert "hunter2" not in redacted_url_part("q=password%3Dhunter2&page=2", query=True)
     assert "abcdefghijklmnop" not in redacted_url_part("a=Bearer%20abcdefghijklmnop", query=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kb.storage.diagnoses import DiagnosisStore, InvalidCursor, decode_cursor, encode_cursor
+from dsdoctor.kb.storage.diagnoses import DiagnosisStore, InvalidCursor, decode_cursor, encode_cursor
 
 
 def _diagnosis(n: int, cause: str = "compute.lr_divergence") -> dict:
@@ -40,7 +40,7 @@ def test_wal_mode_and_round_trip(store, store_backend) -> None:
 
 def test_encoded_diagnoses_are_stored_as_text(store) -> None:
     """The API hands over the diagnosis as UTF-8 bytes (encoded once); SQLite keeps it as TEXT."""
-    from api import jsontext
+    from dsdoctor.api import jsontext
 
     diagnosis = {**_diagnosis(2), "summary": {"verdict": "uncertain", "text": "显存碎片"}}
     kind = "typeof" if store.backend.dialect == "sqlite" else "pg_typeof"

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from kb.errors import DsdoctorError
-from rules.model import Extraction, FirstError, LineRef, ObservedSymptom
+from dsdoctor.kb.errors import DsdoctorError
+from dsdoctor.rules.model import Extraction, FirstError, LineRef, ObservedSymptom
 from tests.kbfactory import nan_kb
 
 RANK = re.compile(r"\[rank(\d+)\]")
@@ -26,7 +26,7 @@ KEYWORDS = {"loss is nan": "s.loss_nan", "all ranks": "s.nan_all_ranks", "overfl
 def fake_diagnose(evidence: dict[str, Any], *, kb, log_files=(), site_counts=None, similar=None, lang="en",
                   top=5, progress=None, diagnosis_id=None) -> dict[str, Any]:
     """kb.diagnosis.diagnose with a keyword matcher in place of rules.extract."""
-    from kb.diagnosis import diagnose_extraction, with_job
+    from dsdoctor.kb.diagnosis import diagnose_extraction, with_job
 
     if not (evidence.get("description") or evidence.get("logs") or log_files):
         raise DsdoctorError("evidence needs at least one of 'description' or 'logs'")
@@ -62,7 +62,7 @@ EVIDENCE = {"description": "training diverged", "logs": [{"source": "rank3", "te
 
 def make_app(home: Path, **config: Any):
     """The API app on the test knowledge base, with a data directory of its own."""
-    from api.app import create_app
+    from dsdoctor.api.app import create_app
 
     settings = {"TESTING": True, "DSDOCTOR_HOME": str(home), "DSDOCTOR_KB": nan_kb(),
                 "DSDOCTOR_DIAGNOSE": fake_diagnose, "DSDOCTOR_SEED_INCIDENTS": False, "DSDOCTOR_PRELOAD": False}

@@ -7,9 +7,9 @@ import sqlite3
 
 import pytest
 
-from api.cli import main
-from kb.errors import DsdoctorError
-from kb.storage.tokens import SCOPES, TokenStore, hash_token, parse_scopes
+from dsdoctor.api.cli import main
+from dsdoctor.kb.errors import DsdoctorError
+from dsdoctor.kb.storage.tokens import SCOPES, TokenStore, hash_token, parse_scopes
 
 
 def test_create_verify_revoke(dsdoctor_home, store_backend) -> None:
@@ -86,8 +86,8 @@ def test_issue14_tokens_may_expire(dsdoctor_home, capsys) -> None:
     import datetime as dt
     import sqlite3
 
-    from api.cli import main
-    from kb.storage.tokens import parse_duration
+    from dsdoctor.api.cli import main
+    from dsdoctor.kb.storage.tokens import parse_duration
 
     assert parse_duration("30d") == dt.timedelta(days=30) and parse_duration("90m") == dt.timedelta(minutes=90)
     for bad in ("30", "0d", "d", "3y", "-1d"):

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from bench import corpus
-from kb.loader import get_kb
+from dsdoctor.kb.loader import get_kb
 
 
 def _case(tmp_path, name, label, language="en", logs=None, batch=1, description="x"):
@@ -100,7 +100,7 @@ def test_a_batch_without_its_first_contact_row_is_left_out_of_the_figures(tmp_pa
 
 def _capture_exclusions(monkeypatch, label="memory.fragmentation"):
     """Replace the pipeline by a stub that records what retrieval may not see while each case runs."""
-    from kb import retrieval
+    from dsdoctor.kb import retrieval
 
     seen: list[frozenset[str]] = []
 
@@ -108,7 +108,7 @@ def _capture_exclusions(monkeypatch, label="memory.fragmentation"):
         seen.append(retrieval._EXCLUDED.get())
         return {"causes": [{"id": label, "probability": 0.95}], "next_experiments": [], "next_step": None}
 
-    monkeypatch.setattr("kb.diagnosis.diagnose", fake_diagnose)
+    monkeypatch.setattr("dsdoctor.kb.diagnosis.diagnose", fake_diagnose)
     return seen
 
 
@@ -156,8 +156,8 @@ def test_a_batch_without_its_first_contact_row_is_no_document_for_the_others(tmp
 
 
 def test_cross_validation_chooses_on_the_other_batches_and_hides_the_held_out_one(tmp_path, monkeypatch):
-    from kb import retrieval
-    from kb.inference import engine_settings
+    from dsdoctor.kb import retrieval
+    from dsdoctor.kb.inference import engine_settings
 
     for batch in (1, 2, 3):
         _threaded_case(tmp_path, f"c{batch}", batch, 40 + batch)
@@ -170,7 +170,7 @@ def test_cross_validation_chooses_on_the_other_batches_and_hides_the_held_out_on
         return {"causes": [{"id": "memory.fragmentation" if right else "comm.shm_insufficient", "probability": 0.6}],
                 "next_experiments": [], "next_step": None}
 
-    monkeypatch.setattr("kb.diagnosis.diagnose", fake_diagnose)
+    monkeypatch.setattr("dsdoctor.kb.diagnosis.diagnose", fake_diagnose)
     before = engine_settings()["incident_weight"]
     folds = corpus.cross_validate(corpus.load_cases(tmp_path), get_kb(), grid=(0.0, 0.5, 1.0))
     assert engine_settings()["incident_weight"] == before  # the override ends with the run

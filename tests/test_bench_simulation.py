@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench import simulation
-from kb.inference import engine_settings
+from dsdoctor.kb.inference import engine_settings
 
 
 def test_the_model_posterior_is_used_only_inside_the_run():

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from slack_sdk.signature import SignatureVerifier
 
-from api.chatops import ChatContext, detect_lang, handle, verify_slack_signature
+from dsdoctor.api.chatops import ChatContext, detect_lang, handle, verify_slack_signature
 from tests.kbfactory import nan_kb
 
 
@@ -184,7 +184,7 @@ def test_issue14_our_own_formatting_survives_the_escaping(ctx) -> None:
     assert "`loss=nan, grad_norm=inf`" in answer.markdown  # code spans keep [brackets] unescaped
 
 def test_a_long_first_error_is_cut_at_a_word_and_python_is_fenced_as_python() -> None:
-    from api.chatops import _experiment_md, _short
+    from dsdoctor.api.chatops import _experiment_md, _short
 
     line = "RuntimeError: CUDA error: an illegal memory access was encountered " * 8
     short = _short(line, 120)

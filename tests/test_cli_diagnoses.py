@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from werkzeug.serving import make_server
 
-from api.cli import main
-from kb.storage.tokens import TokenStore
+from dsdoctor.api.cli import main
+from dsdoctor.kb.storage.tokens import TokenStore
 from tests.test_api_support import NAN_LOG, make_app
 
 

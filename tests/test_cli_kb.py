@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from api.cli import cli, main
-from kb import loader
+from dsdoctor.api.cli import cli, main
+from dsdoctor.kb import loader
 
 FIXTURE = Path(__file__).parent / "fixtures" / "kb"
 DATA = ["--data-dir", str(FIXTURE / "data")]
@@ -168,9 +168,9 @@ def test_real_process_exit_code(tmp_path):
 
 
 def test_mermaid_warns_when_too_big_to_render(monkeypatch):
-    import kb.graph
+    import dsdoctor.kb.graph
 
-    monkeypatch.setattr(kb.graph, "MERMAID_MAX_EDGES", 5)
+    monkeypatch.setattr(dsdoctor.kb.graph, "MERMAID_MAX_EDGES", 5)
     result = CliRunner().invoke(cli, ["kb", "graph", *DATA, "--format", "mermaid"])
     assert result.exit_code == 0 and result.stdout.startswith("flowchart LR")
     assert "Mermaid renders at most 5 by default: use --around ID --depth N" in result.stderr

@@ -13,9 +13,9 @@ from pathlib import Path
 import click
 import pytest
 
-from api import config
-from api.cli import main
-from api.server import check_port_free
+from dsdoctor.api import config
+from dsdoctor.api.cli import main
+from dsdoctor.api.server import check_port_free
 
 
 def test_diagnose_leaves_nothing_in_the_folder_it_runs_in(tmp_path) -> None:
@@ -24,7 +24,7 @@ def test_diagnose_leaves_nothing_in_the_folder_it_runs_in(tmp_path) -> None:
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "DSDOCTOR_HOME"}
     env["XDG_CACHE_HOME"] = str(tmp_path / "user-cache")
-    done = subprocess.run([sys.executable, "-m", "api.cli", "diagnose", "--describe",
+    done = subprocess.run([sys.executable, "-m", "dsdoctor.api.cli", "diagnose", "--describe",
                            "torch.OutOfMemoryError: CUDA out of memory on rank 3"],
                           cwd=work, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -34,7 +34,7 @@ def test_diagnose_leaves_nothing_in_the_folder_it_runs_in(tmp_path) -> None:
 
 
 def test_the_progress_bar_draws_on_stderr_while_stdout_is_redirected(monkeypatch, capsys) -> None:
-    import api.cli_diagnose as cli_diagnose
+    import dsdoctor.api.cli_diagnose as cli_diagnose
 
     monkeypatch.setattr(cli_diagnose, "PROGRESS_THRESHOLD", 0)
     monkeypatch.setattr(cli_diagnose.sys.stderr, "isatty", lambda: True, raising=False)
@@ -88,10 +88,10 @@ def test_a_missing_config_file_is_an_error(tmp_path, monkeypatch, capsys) -> Non
 
 
 def test_serve_takes_defaults_from_the_config_and_flags_win(tmp_path, monkeypatch) -> None:
-    import api.server
+    import dsdoctor.api.server
 
     calls = []
-    monkeypatch.setattr(api.server, "run_server", lambda **kw: calls.append(kw))
+    monkeypatch.setattr(dsdoctor.api.server, "run_server", lambda **kw: calls.append(kw))
     monkeypatch.setenv("DSDOCTOR_CONFIG", str(_write(tmp_path / "c.toml", "[serve]\nport = 8123\nworkers = 3\n")))
     assert main(["serve"]) == 0 and main(["serve", "--port", "9000"]) == 0
     assert calls == [{"host": "127.0.0.1", "port": 8123, "workers": 3, "insecure": False},

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib.metadata import version
 
-from api.cli import main
+from dsdoctor.api.cli import main
 
 
 def test_version_flag_prints_the_package_version(capsys) -> None:

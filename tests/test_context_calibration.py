@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from rules.env_normalize import normalize
-from rules.extract import extract
-from rules.settings import load_settings
+from dsdoctor.rules.env_normalize import normalize
+from dsdoctor.rules.extract import extract
+from dsdoctor.rules.settings import load_settings
 
 
 def test_a_command_line_is_not_logs_supplied() -> None:

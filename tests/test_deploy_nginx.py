@@ -89,7 +89,7 @@ def _wait_port(port: int, proc: subprocess.Popen, log: Path, seconds: float = 15
 def test_nginx_example_buffers_in_front_of_dsdoctor_serve(tmp_path) -> None:
     nginx = _nginx()
     home = tmp_path / "home"
-    token = subprocess.run([sys.executable, "-m", "api.cli", "token", "create", "--name", "proxy-test", "--scope",
+    token = subprocess.run([sys.executable, "-m", "dsdoctor.api.cli", "token", "create", "--name", "proxy-test", "--scope",
                             "diagnose"], cwd=ROOT, env={**os.environ, "DSDOCTOR_HOME": str(home)},
                            capture_output=True, text=True, timeout=120, check=True).stdout.strip().splitlines()[-1]
     app_port, proxy_port = free_port(), free_port()

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from kb.inference import UNEXPLAINED, EvidenceState, rank, symptom_likelihood
-from kb.planner import information_gain, propose
-from rules.model import JobContext
+from dsdoctor.kb.inference import UNEXPLAINED, EvidenceState, rank, symptom_likelihood
+from dsdoctor.kb.planner import information_gain, propose
+from dsdoctor.rules.model import JobContext
 from tests.kbfactory import build, cause, nan_kb, symptom
 
 
@@ -122,7 +122,7 @@ def test_information_gain_is_zero_when_every_cause_predicts_the_same():
 
 
 def test_phase_stated_in_words_gates_like_a_phase_from_the_logs():
-    from rules.model import Extraction, ObservedSymptom
+    from dsdoctor.rules.model import Extraction, ObservedSymptom
 
     kb = build(
         [cause("memory.activation_memory", 0.6, {"m.a": 0.9}, phases=["first-step", "steady"]),
@@ -142,7 +142,7 @@ def _brute_force_log_ratio(kb, table, evidence) -> float:
     """The definition: sum over every state of the cause's mechanisms of P(state) * prod of factors."""
     import itertools
 
-    from kb.inference import _factor
+    from dsdoctor.kb.inference import _factor
 
     relevant = [s for s in table.reach if s in evidence]
     total = 0.0
@@ -166,8 +166,8 @@ def test_factorised_likelihood_equals_the_sum_over_every_mechanism_state():
     independently gives the same value as enumerating every state, for every cause of the real KB."""
     import random
 
-    from kb.inference import _cause_log_ratio, _tables
-    from kb.loader import get_kb
+    from dsdoctor.kb.inference import _cause_log_ratio, _tables
+    from dsdoctor.kb.loader import get_kb
 
     kb = get_kb()
     rng = random.Random(5)
@@ -227,7 +227,7 @@ def _reference_gain(experiment, posterior):
 def test_information_gain_matches_its_definition_on_the_real_knowledge_base():
     import random
 
-    from kb.loader import get_kb
+    from dsdoctor.kb.loader import get_kb
 
     kb = get_kb()
     rng = random.Random(11)

@@ -26,7 +26,7 @@ def _start(home, port: int, url: str) -> subprocess.Popen:
     env = {**os.environ, "DSDOCTOR_HOME": str(home), "DSDOCTOR_DATABASE_URL": url, "PYTHONUNBUFFERED": "1"}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     # a session of its own: SIGKILL goes to the gunicorn master and its workers at once, like a lost machine
-    return subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--port", str(port), "--workers", "2"],
+    return subprocess.Popen([sys.executable, "-m", "dsdoctor.api.cli", "serve", "--port", str(port), "--workers", "2"],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
                             start_new_session=True)
 
@@ -116,7 +116,7 @@ def test_eight_writers_three_replicas_one_killed(pg_cluster, tmp_path, monkeypat
                 assert status == 200 and [i["id"] for i in page["items"]] == [did], (port, job, page)
 
         # a token created once closes every surviving replica at once (no per-replica token file)
-        from kb.storage.tokens import TokenStore
+        from dsdoctor.kb.storage.tokens import TokenStore
 
         monkeypatch.setenv("DSDOCTOR_DATABASE_URL", url)
         TokenStore(tmp_path / "admin").create("fleet", "diagnose")
@@ -221,7 +221,7 @@ def test_incidents_eight_writers_three_replicas_one_killed(pg_cluster, tmp_path,
                 assert status == 200 and [i["id"] for i in page["items"]] == [iid], (port, marker, page)
         # site priors come from the shared rows: the same counts whichever replica asks
         monkeypatch.setenv("DSDOCTOR_DATABASE_URL", url)
-        from kb.incidents import IncidentStore
+        from dsdoctor.kb.incidents import IncidentStore
 
         with IncidentStore(tmp_path / "admin", seed=False) as store:
             counts = store.site_cause_counts()

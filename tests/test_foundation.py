@@ -11,8 +11,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from api.cli import cli, main
-from api.settings import ENVIRONMENT, home
+from dsdoctor.api.cli import cli, main
+from dsdoctor.api.settings import ENVIRONMENT, home
 from tests.docs_text import DOCS
 
 ROOT = Path(__file__).resolve().parent.parent

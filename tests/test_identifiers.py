@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from kb.diagnosis import diagnose
-from kb.errors import KnowledgeError
-from kb.lint import lint
-from rules.extract import extract
-from rules.identifiers import compile_vocabulary, names_pattern
-from rules.loader import default_rules, load_rules, load_rules_with_problems
-from rules.schema import validate_rule
-from rules.testing import run_examples
+from dsdoctor.kb.diagnosis import diagnose
+from dsdoctor.kb.errors import KnowledgeError
+from dsdoctor.kb.lint import lint
+from dsdoctor.rules.extract import extract
+from dsdoctor.rules.identifiers import compile_vocabulary, names_pattern
+from dsdoctor.rules.loader import default_rules, load_rules, load_rules_with_problems
+from dsdoctor.rules.schema import validate_rule
+from dsdoctor.rules.testing import run_examples
 
 ROOT = Path(__file__).resolve().parent.parent
 VOCABULARY = ROOT / "rules" / "data" / "identifiers.yaml"

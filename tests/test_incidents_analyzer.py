@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kb.incidents import analyzer
-from kb.incidents.analyzer import BilingualAnalyzer, has_chinese, sections, segment, terms
+from dsdoctor.kb.incidents import analyzer
+from dsdoctor.kb.incidents.analyzer import BilingualAnalyzer, has_chinese, sections, segment, terms
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -87,7 +87,7 @@ def test_has_chinese():
 def test_jieba_cache_goes_to_the_configured_directory(tmp_path):
     script = textwrap.dedent(f"""
         from pathlib import Path
-        from kb.incidents import analyzer
+        from dsdoctor.kb.incidents import analyzer
         analyzer.configure(Path({str(tmp_path / 'c')!r}))
         analyzer.warm_up()
         print(analyzer.jieba_loaded())

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 
-from kb.catalog import load_catalog
-from kb.incidents import IncidentStore
+from dsdoctor.kb.catalog import load_catalog
+from dsdoctor.kb.incidents import IncidentStore
 
 QUERIES = [
     # Chinese

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from bench import search_bench
-from kb.catalog import load_catalog
-from kb.incidents.record import validate_new
+from dsdoctor.kb.catalog import load_catalog
+from dsdoctor.kb.incidents.record import validate_new
 
 
 def test_generated_incidents_are_valid_mixed_and_about_one_kilobyte():

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from api.cli import main
-from kb.incidents.seed import PUBLIC_PATH
+from dsdoctor.api.cli import main
+from dsdoctor.kb.incidents.seed import PUBLIC_PATH
 
 pytestmark = pytest.mark.usefixtures("store_backend")  # the commands on SQLite + Whoosh and on PostgreSQL
 

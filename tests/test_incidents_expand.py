@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from kb.incidents import IncidentStore
-from kb.incidents.expand import GLOSSARY_PATH, Concept, Expander, expand
-from kb.loader import load_kb
+from dsdoctor.kb.incidents import IncidentStore
+from dsdoctor.kb.incidents.expand import GLOSSARY_PATH, Concept, Expander, expand
+from dsdoctor.kb.loader import load_kb
 
 
 @pytest.fixture(scope="module")

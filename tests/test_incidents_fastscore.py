@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kb.incidents import IncidentStore, fastscore
-from kb.incidents.search import parse_query
+from dsdoctor.kb.incidents import IncidentStore, fastscore
+from dsdoctor.kb.incidents.search import parse_query
 
 TEXTS = [
     ("A", "Watchdog timeout while rank 0 saves a checkpoint", "ALLREDUCE timed out; 看门狗超时"),

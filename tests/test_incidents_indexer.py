@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from kb.incidents import IncidentStore, tables
-from kb.incidents.indexer import FORMAT_FILE, TEXT_FIELDS, document
-from kb.incidents.migrations import connect, write_transaction
-from kb.incidents.record import validate_new
-from kb.incidents.store import DB_FILE, INDEX_DIR
+from dsdoctor.kb.incidents import IncidentStore, tables
+from dsdoctor.kb.incidents.indexer import FORMAT_FILE, TEXT_FIELDS, document
+from dsdoctor.kb.incidents.migrations import connect, write_transaction
+from dsdoctor.kb.incidents.record import validate_new
+from dsdoctor.kb.incidents.store import DB_FILE, INDEX_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -126,7 +126,7 @@ def test_two_stores_in_threads_write_concurrently(dsdoctor_home):
 WORKER = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from kb.incidents import IncidentStore
+    from dsdoctor.kb.incidents import IncidentStore
     home, offset = Path(sys.argv[1]), int(sys.argv[2])
     with IncidentStore(home, seed=False) as s:
         for i in range(offset, offset + 12):
@@ -169,7 +169,7 @@ def test_deleted_index_directory_is_rebuilt(store, dsdoctor_home):
 
 
 def test_parallel_rebuild_matches_serial(store, monkeypatch):
-    import kb.incidents.indexer as indexer
+    import dsdoctor.kb.incidents.indexer as indexer
 
     for i in range(30):
         store.add(record(i))
@@ -180,7 +180,7 @@ def test_parallel_rebuild_matches_serial(store, monkeypatch):
 
 
 def test_document_weighs_the_parts_of_a_record():
-    from kb.incidents.analyzer import BilingualAnalyzer
+    from dsdoctor.kb.incidents.analyzer import BilingualAnalyzer
 
     doc = document(validate_new(record(1, title="Only rank 3", fix="raise NCCL timeout", symptoms=["s.cuda_oom"],
                                        job={"cluster": "a100", "versions": {"torch": "2.3.0"}}), None))

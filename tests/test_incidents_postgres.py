@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from kb.incidents import IncidentStore, StaleVersionError, ValidationError
-from kb.incidents.pgsearch import translate
+from dsdoctor.kb.incidents import IncidentStore, StaleVersionError, ValidationError
+from dsdoctor.kb.incidents.pgsearch import translate
 
 RECORD = {"title": "Two nodes hang at the first allreduce", "phenomenon": "NCCL picked docker0; 首个 allreduce 超时",
           "root_cause": "comm.network_interface", "fix": "export NCCL_SOCKET_IFNAME=bond0", "status": "resolved",

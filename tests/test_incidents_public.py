@@ -7,8 +7,8 @@ import json
 import pytest
 
 from bench import corpus
-from kb.incidents import IncidentStore, ReadOnlyError, ValidationError
-from kb.incidents.seed import PUBLIC_PATH, load_public
+from dsdoctor.kb.incidents import IncidentStore, ReadOnlyError, ValidationError
+from dsdoctor.kb.incidents.seed import PUBLIC_PATH, load_public
 
 
 def _public_lines():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kb.incidents import ValidationError
-from kb.incidents.record import (
+from dsdoctor.kb.incidents import ValidationError
+from dsdoctor.kb.incidents.record import (
     RECORD_FIELDS,
     content_id,
     parse_timestamp,

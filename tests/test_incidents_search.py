@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kb.incidents import IncidentStore, ValidationError
-from kb.incidents.search import decode_cursor, encode_cursor
+from dsdoctor.kb.incidents import IncidentStore, ValidationError
+from dsdoctor.kb.incidents.search import decode_cursor, encode_cursor
 
 RECORDS = [
     {"id": "ZH-1", "title": "只有 rank 3 OOM", "phenomenon": "训练中出现显存碎片化导致 OOM",
@@ -178,7 +178,7 @@ def test_deleted_incident_disappears_from_search(store):
 LAZY = """
 import sys
 from pathlib import Path
-from kb.incidents import IncidentStore
+from dsdoctor.kb.incidents import IncidentStore
 store = IncidentStore(Path(sys.argv[1]), seed=False)
 english = store.search("checkpoints")
 print(english["total"], "jieba" in sys.modules)

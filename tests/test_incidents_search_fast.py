@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from kb.incidents import IncidentStore, fastscore, search
-from kb.incidents.search import parse_query
+from dsdoctor.kb.incidents import IncidentStore, fastscore, search
+from dsdoctor.kb.incidents.search import parse_query
 
 CAUSES = ["comm.slow_rank_exceeds_timeout", "memory.fragmentation", "hardware.gpu_lost"]
 

@@ -8,10 +8,10 @@ from collections import Counter
 
 import pytest
 
-from kb.catalog import load_catalog
-from kb.incidents import IncidentStore
-from kb.incidents.record import validate_new
-from kb.incidents.seed import SEED_PATH, load_seed_if_new
+from dsdoctor.kb.catalog import load_catalog
+from dsdoctor.kb.incidents import IncidentStore
+from dsdoctor.kb.incidents.record import validate_new
+from dsdoctor.kb.incidents.seed import SEED_PATH, load_seed_if_new
 
 CATALOG = frozenset(load_catalog())
 SEED = [json.loads(line) for line in SEED_PATH.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -30,7 +30,7 @@ def test_seed_records_are_valid_against_the_catalog():
 
 def test_seed_causes_exist_in_the_knowledge_base():
     try:
-        from kb.loader import get_kb
+        from dsdoctor.kb.loader import get_kb
 
         causes = set(get_kb().causes)
     except Exception as exc:  # the knowledge base is maintained elsewhere; say why the check was skipped

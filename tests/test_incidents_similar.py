@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from kb.catalog import load_catalog
-from kb.diagnosis import diagnose
-from kb.incidents import IncidentStore
-from kb.incidents.similar import DIAGNOSIS_FLOOR, for_diagnosis
+from dsdoctor.kb.catalog import load_catalog
+from dsdoctor.kb.diagnosis import diagnose
+from dsdoctor.kb.incidents import IncidentStore
+from dsdoctor.kb.incidents.similar import DIAGNOSIS_FLOOR, for_diagnosis
 
 OOM = ("[rank3]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. GPU 3 has a total capacity "
        "of 79.15 GiB of which 2.44 GiB is free. Process 2891734 has 21.30 GiB memory in use. Of the allocated memory "

@@ -8,9 +8,9 @@ import sqlite3
 
 import pytest
 
-from kb.catalog import load_catalog
-from kb.incidents import ConflictError, IncidentStore, NotFoundError, ValidationError
-from kb.incidents.migrations import SCHEMA_VERSION
+from dsdoctor.kb.catalog import load_catalog
+from dsdoctor.kb.incidents import ConflictError, IncidentStore, NotFoundError, ValidationError
+from dsdoctor.kb.incidents.migrations import SCHEMA_VERSION
 
 CAUSES = frozenset(load_catalog())
 
@@ -187,8 +187,8 @@ def test_open_existing_creates_nothing(tmp_path):
 
 
 def test_import_without_timestamps_stays_idempotent_as_time_passes(store, monkeypatch):
-    import kb.incidents.record as record_module
-    import kb.incidents.store as store_module
+    import dsdoctor.kb.incidents.record as record_module
+    import dsdoctor.kb.incidents.store as store_module
 
     line = [json.dumps(record(id="INC-T"))]
     for module in (record_module, store_module):
@@ -201,7 +201,7 @@ def test_import_without_timestamps_stays_idempotent_as_time_passes(store, monkey
 
 
 def test_warm_up_loads_jieba_and_opens_the_index(store):
-    from kb.incidents import analyzer
+    from dsdoctor.kb.incidents import analyzer
 
     store.warm_up()
     assert analyzer.jieba_loaded()
@@ -209,7 +209,7 @@ def test_warm_up_loads_jieba_and_opens_the_index(store):
 
 
 def test_a_broken_database_file_is_a_clear_error(dsdoctor_home):
-    from kb.incidents import IncidentError
+    from dsdoctor.kb.incidents import IncidentError
 
     dsdoctor_home.mkdir(parents=True)
     (dsdoctor_home / "incidents.db").write_bytes(b"garbage" * 1000)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from api.render import render_markdown, render_text
-from kb.commands import personalise, steps
-from kb.diagnosis import diagnose
-from rules.model import JobContext
+from dsdoctor.api.render import render_markdown, render_text
+from dsdoctor.kb.commands import personalise, steps
+from dsdoctor.kb.diagnosis import diagnose
+from dsdoctor.rules.model import JobContext
 
 OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. GPU 5 has a total capacity of "
        "79.15 GiB of which 2.44 GiB is free. Of the allocated memory 71.02 GiB is allocated by PyTorch, "
@@ -70,7 +70,7 @@ def test_every_experiment_command_of_the_knowledge_base_has_a_kind(real_kb) -> N
 
 
 def test_the_deepspeed_launchers_spawned_command_names_script_and_config() -> None:
-    from rules.jobfacts import JobFacts, read_command
+    from dsdoctor.rules.jobfacts import JobFacts, read_command
 
     facts = JobFacts()
     read_command("['/usr/bin/python3', '-u', 'sft.py', '--local_rank=0', '--deepspeed', 'ds_z3_offload.json']", facts)

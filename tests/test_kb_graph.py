@@ -11,8 +11,8 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from kb import loader
-from kb.graph import (
+from dsdoctor.kb import loader
+from dsdoctor.kb.graph import (
     cause_likelihoods,
     describe,
     export_graph,
@@ -25,7 +25,7 @@ from kb.graph import (
     to_json,
     to_mermaid,
 )
-from kb.loader import load_kb
+from dsdoctor.kb.loader import load_kb
 
 FIXTURE = Path(__file__).parent / "fixtures" / "kb"
 

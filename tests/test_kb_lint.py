@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from kb.catalog import CATALOG_PATH, load_catalog
-from kb.errors import KnowledgeError, Problem
-from kb.lint import lint, summary
+from dsdoctor.kb.catalog import CATALOG_PATH, load_catalog
+from dsdoctor.kb.errors import KnowledgeError, Problem
+from dsdoctor.kb.lint import lint, summary
 from tests.kbfiles import FIXTURE, _fresh_cache, edit, kbdir  # noqa: F401
 
 SHARED_CATALOG = Path(__file__).resolve().parents[2] / "shared" / "catalog" / "root_causes.yaml"

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from kb import loader
-from kb.errors import KnowledgeError, Problem
-from kb.loader import get_kb, load_kb
-from kb.yamlload import load_text
+from dsdoctor.kb import loader
+from dsdoctor.kb.errors import KnowledgeError, Problem
+from dsdoctor.kb.loader import get_kb, load_kb
+from dsdoctor.kb.yamlload import load_text
 from tests.kbfiles import FIXTURE, _fresh_cache, edit, kbdir  # noqa: F401
 
 

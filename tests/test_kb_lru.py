@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from kb.lru import BoundedCache, memo
+from dsdoctor.kb.lru import BoundedCache, memo
 
 
 def test_least_recently_used_entries_go_first_and_the_size_holds():

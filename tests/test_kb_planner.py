@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from api.evidence_files import load_case_dir
-from kb.diagnosis import diagnose
-from kb.inference import engine_settings
-from kb.planner import plan, settled_experiments
+from dsdoctor.api.evidence_files import load_case_dir
+from dsdoctor.kb.diagnosis import diagnose
+from dsdoctor.kb.inference import engine_settings
+from dsdoctor.kb.planner import plan, settled_experiments
 
 SEED = Path(__file__).resolve().parent.parent / "seed_cases"
 GPU_LOST = "one-gpu-falls-off-the-bus-with-xid-79-and-the-other-ranks-time-out"
@@ -75,8 +75,8 @@ def test_plan_skips_what_was_done_and_what_is_settled(real_kb) -> None:
 
 
 def test_when_no_experiment_is_left_the_summary_does_not_ask_for_one(real_kb) -> None:
-    from kb.diagnosis import _summary
-    from kb.inference import RankedCause, Ranking
+    from dsdoctor.kb.diagnosis import _summary
+    from dsdoctor.kb.inference import RankedCause, Ranking
 
     leader = RankedCause("hardware.gpu_lost", 0.88, 0.01, 3.0, [], [], [])
     ranking = Ranking([leader], 0.02, [], {"hardware.gpu_lost": 0.88, "unexplained": 0.02})

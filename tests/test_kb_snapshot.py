@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kb import snapshot
-from kb.loader import load_kb
+from dsdoctor.kb import snapshot
+from dsdoctor.kb.loader import load_kb
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,13 +37,13 @@ def test_a_snapshot_is_reused_while_the_files_are_unchanged_and_rebuilt_when_one
     data = tmp_path / "a.yaml"
     data.write_text("x: 1\n")
     build, calls = _counting({"x": 1})
-    assert snapshot.cached("t", lambda: [data], ("kb.snapshot",), build) == {"x": 1}
-    assert snapshot.cached("t", lambda: [data], ("kb.snapshot",), build) == {"x": 1}
+    assert snapshot.cached("t", lambda: [data], ("dsdoctor.kb.snapshot",), build) == {"x": 1}
+    assert snapshot.cached("t", lambda: [data], ("dsdoctor.kb.snapshot",), build) == {"x": 1}
     assert len(calls) == 1
     data.write_text("x: 2\n")  # same size, other bytes: the key is the content, not the mtime
-    snapshot.cached("t", lambda: [data], ("kb.snapshot",), build)
+    snapshot.cached("t", lambda: [data], ("dsdoctor.kb.snapshot",), build)
     assert len(calls) == 2
-    snapshot.cached("t", lambda: [data], ("kb.snapshot",), build, lambda: "other salt")
+    snapshot.cached("t", lambda: [data], ("dsdoctor.kb.snapshot",), build, lambda: "other salt")
     assert len(calls) == 3
 
 
@@ -87,7 +87,7 @@ def test_a_small_diagnosis_from_snapshots_imports_neither_networkx_nor_marshmall
     log.write_text("[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
     script = ("import sys, json\nfrom api.cli import main\nrc = main(['diagnose', sys.argv[1], '--format', 'json'])\n"
               "print(json.dumps({'rc': rc, 'heavy': sorted(m for m in ('networkx', 'marshmallow', 'whoosh', "
-              "'kb.incidents.store', 'flask') if m in sys.modules)}))")
+              "'dsdoctor.kb.incidents.store', 'flask') if m in sys.modules)}))")
     env = dict(os.environ, DSDOCTOR_HOME=str(tmp_path / "home"), DSDOCTOR_KB_PATH="",
                XDG_CACHE_HOME=str(tmp_path / "cache"))  # the command line's caches go to the user cache
     runs = [subprocess.run([sys.executable, "-c", script, str(log)], cwd=ROOT, env=env, capture_output=True,
@@ -104,7 +104,7 @@ def test_a_small_diagnosis_from_snapshots_imports_neither_networkx_nor_marshmall
 def test_the_command_line_looks_for_the_store_under_the_stores_own_file_name():
     import inspect
 
-    from api import cli_diagnose
-    from kb.incidents.store import DB_FILE
+    from dsdoctor.api import cli_diagnose
+    from dsdoctor.kb.incidents.store import DB_FILE
 
     assert f'"{DB_FILE}"' in inspect.getsource(cli_diagnose._site_history)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from kb.diagnosis import diagnose
-from kb.inference import EvidenceState, _evidence_symptoms
-from kb.loader import load_kb
-from rules.extract import extract
+from dsdoctor.kb.diagnosis import diagnose
+from dsdoctor.kb.inference import EvidenceState, _evidence_symptoms
+from dsdoctor.kb.loader import load_kb
+from dsdoctor.rules.extract import extract
 
 
 def _top(evidence: dict, n: int = 3) -> list[str]:

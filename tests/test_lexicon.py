@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from kb.errors import KnowledgeError
-from kb.loader import load_kb
-from rules.extract import extract
-from rules.lexicon import _load, load_lexicon
-from rules.loader import default_rules
-from rules.testing import ExampleRunner
+from dsdoctor.kb.errors import KnowledgeError
+from dsdoctor.kb.loader import load_kb
+from dsdoctor.rules.extract import extract
+from dsdoctor.rules.lexicon import _load, load_lexicon
+from dsdoctor.rules.loader import default_rules
+from dsdoctor.rules.testing import ExampleRunner
 
 
 def test_every_composition_paraphrase_runs_and_passes():

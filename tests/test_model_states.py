@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kb.diagnosis import diagnose
-from rules.extract import extract
+from dsdoctor.kb.diagnosis import diagnose
+from dsdoctor.rules.extract import extract
 
 SID = "s.model_states_exceed_gpu"
 

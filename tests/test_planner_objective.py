@@ -7,9 +7,9 @@ import dataclasses
 
 import pytest
 
-from kb.inference import engine_settings
-from kb.model import Experiment, Outcome, Text
-from kb.planner import focused_gain, information_gain, plan
+from dsdoctor.kb.inference import engine_settings
+from dsdoctor.kb.model import Experiment, Outcome, Text
+from dsdoctor.kb.planner import focused_gain, information_gain, plan
 
 
 def _experiment(ident: str, cost_minutes: float, expects: dict[str, dict[str, float]]) -> Experiment:

@@ -9,11 +9,11 @@ import math
 
 import pytest
 
-from kb.diagnosis import diagnose
-from kb.inference import EvidenceState, _outcome_log_ratios, rank
-from kb.loader import get_kb
-from rules.extract import extract
-from rules.schema import validate_rule
+from dsdoctor.kb.diagnosis import diagnose
+from dsdoctor.kb.inference import EvidenceState, _outcome_log_ratios, rank
+from dsdoctor.kb.loader import get_kb
+from dsdoctor.rules.extract import extract
+from dsdoctor.rules.schema import validate_rule
 
 
 def _outcomes(text: str) -> dict[str, bool]:

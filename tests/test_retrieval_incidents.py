@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from kb import retrieval
+from dsdoctor.kb import retrieval
 
 
 def _incident(ident: str, cause: str, text: str, url: str) -> dict:

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from bench.extract_bench import generate
-from rules.extract import extract, warm_up
-from rules.loader import load_rules_with_problems
+from dsdoctor.rules.extract import extract, warm_up
+from dsdoctor.rules.loader import load_rules_with_problems
 
 MB = 2**20
 MAX_RATIO = 8.0  # adversarial seconds per MB / normal seconds per MB

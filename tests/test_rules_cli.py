@@ -7,8 +7,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from api.cli import cli, main
-from api.cli_rules import extraction_progress
+from dsdoctor.api.cli import cli, main
+from dsdoctor.api.cli_rules import extraction_progress
 from tests.rulesfx import FIXTURES, MARKERS
 
 DIRS = ["--dir", str(FIXTURES / "rules"), "--dir", str(MARKERS)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rules.context import parse_prefix, source_hint
+from dsdoctor.rules.context import parse_prefix, source_hint
 
 # line, expected (rank, local_rank, node, pid, time ISO or None, year known, message starts with)
 CASES = [

@@ -10,12 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.error_dense_bench import generate, victim_block
-from rules import derive as derive_module
-from rules import extract as extract_module
-from rules.collect import Collector
-from rules.context import leading_rank, parse_prefix, untimed
-from rules.extract import extract, extract_text
-from rules.loader import default_rules
+from dsdoctor.rules import derive as derive_module
+from dsdoctor.rules import extract as extract_module
+from dsdoctor.rules.collect import Collector
+from dsdoctor.rules.context import leading_rank, parse_prefix, untimed
+from dsdoctor.rules.extract import extract, extract_text
+from dsdoctor.rules.loader import default_rules
 
 RANKS, BLOCKS = 256, 3
 

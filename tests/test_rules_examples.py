@@ -7,9 +7,9 @@ import functools
 
 import pytest
 
-from rules.loader import load_rules_with_problems
-from rules.ruleset import RuleSet
-from rules.testing import ExampleRunner, run_examples
+from dsdoctor.rules.loader import load_rules_with_problems
+from dsdoctor.rules.ruleset import RuleSet
+from dsdoctor.rules.testing import ExampleRunner, run_examples
 from tests.rulesfx import fixture_rules
 
 _REAL, _ = load_rules_with_problems(compile_check=False)  # parsed only: cheap at collection time
@@ -41,7 +41,7 @@ def test_fixture_rule_examples() -> None:
 
 
 def test_runner_reports_failures_and_todo() -> None:
-    from rules.ruleset import Rule
+    from dsdoctor.rules.ruleset import Rule
 
     rule = Rule(id="t.bad", title="t", kind="log", pattern=r"loss=(?P<loss>\d+)", symptom="s.loss_nan",
                 fields={"loss": "int"}, match_examples=({"line": "loss=3", "fields": {"loss": 4}}, {"line": "nope", "fields": {}}),

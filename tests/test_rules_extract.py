@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from kb.errors import DsdoctorError
-from rules.extract import extract, extract_text
-from rules.settings import load_settings
+from dsdoctor.kb.errors import DsdoctorError
+from dsdoctor.rules.extract import extract, extract_text
+from dsdoctor.rules.settings import load_settings
 from tests.rulesfx import fixture_rules, lines, run
 
 ILLEGAL = "RuntimeError: CUDA error: an illegal memory access was encountered"
@@ -170,7 +170,7 @@ def _progress(step: int, rank: int = 0, minute: int = 0) -> str:
 
 def _read_lines(monkeypatch) -> list[int]:
     """Line numbers the collector reads in full (a spy on Collector.on_line)."""
-    from rules.collect import Collector
+    from dsdoctor.rules.collect import Collector
 
     read: list[int] = []
     original = Collector.on_line

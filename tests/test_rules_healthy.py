@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rules.extract import extract
-from rules.loader import load_rules_with_problems
+from dsdoctor.rules.extract import extract
+from dsdoctor.rules.loader import load_rules_with_problems
 from tests.rulesfx import FIXTURES
 
 HEALTHY = sorted((FIXTURES / "healthy").glob("*.log"))

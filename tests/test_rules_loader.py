@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from kb.errors import KnowledgeError
-from rules.loader import load_rules, load_rules_with_problems, rule_files
-from rules.settings import load_settings_with_problems
+from dsdoctor.kb.errors import KnowledgeError
+from dsdoctor.rules.loader import load_rules, load_rules_with_problems, rule_files
+from dsdoctor.rules.settings import load_settings_with_problems
 
 GOOD = """\
 rules:
@@ -123,7 +123,7 @@ def test_real_settings_are_valid() -> None:
 
 
 def test_bad_settings_are_reported(tmp_path: Path) -> None:
-    from rules.settings import DATA_DIR
+    from dsdoctor.rules.settings import DATA_DIR
 
     for name in ("derive.yaml", "metrics.yaml", "config_checks.yaml", "ds_config_keys.yaml", "gpus.yaml",
                  "environment.yaml"):

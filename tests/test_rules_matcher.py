@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rules.matcher import LineMatcher, hyperscan_expression, translate
-from rules.ruleset import Rule
+from dsdoctor.rules.matcher import LineMatcher, hyperscan_expression, translate
+from dsdoctor.rules.ruleset import Rule
 
 
 def rule(pattern: str, rule_id: str = "t.r", **kw) -> Rule:

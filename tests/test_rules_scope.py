@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.extract import extract
-from rules.model import Extraction
+from dsdoctor.rules.extract import extract
+from dsdoctor.rules.model import Extraction
 
 OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. GPU 3 has a total capacity of "
        "79.15 GiB of which 2.44 GiB is free. Of the allocated memory 71.02 GiB is allocated by PyTorch, "

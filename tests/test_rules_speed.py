@@ -12,14 +12,14 @@ import copy
 import dataclasses
 
 from bench.api_bench import multi_rank_log
-from rules import derive
-from rules import extract as extract_module
-from rules.context import parse_prefix
-from rules.extract import extract
-from rules.loader import default_rules
-from rules.matcher import LineMatcher, cached_fingerprint, cached_matcher
-from rules.ruleset import RuleSet
-from rules.settings import load_settings
+from dsdoctor.rules import derive
+from dsdoctor.rules import extract as extract_module
+from dsdoctor.rules.context import parse_prefix
+from dsdoctor.rules.extract import extract
+from dsdoctor.rules.loader import default_rules
+from dsdoctor.rules.matcher import LineMatcher, cached_fingerprint, cached_matcher
+from dsdoctor.rules.ruleset import RuleSet
+from dsdoctor.rules.settings import load_settings
 
 
 def _line_matcher() -> LineMatcher:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from rules.units import convert, is_nonfinite, parse_float, parse_int, parse_size
+from dsdoctor.rules.units import convert, is_nonfinite, parse_float, parse_int, parse_size
 
 
 @pytest.mark.parametrize(("text", "value"), [

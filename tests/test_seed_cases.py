@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from api.evidence_files import load_case_dir
-from kb.diagnosis import diagnose, ranked_catalog_causes
+from dsdoctor.api.evidence_files import load_case_dir
+from dsdoctor.kb.diagnosis import diagnose, ranked_catalog_causes
 
 SEED_DIR = Path(__file__).resolve().parent.parent / "seed_cases"
 CASES = sorted(p for p in SEED_DIR.iterdir() if p.is_dir())

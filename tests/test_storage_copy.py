@@ -6,12 +6,12 @@ import io
 import json
 import sqlite3
 
-from api.cli import main
-from kb.catalog import load_catalog
-from kb.incidents import IncidentStore
-from kb.storage import backend
-from kb.storage.diagnoses import DiagnosisStore
-from kb.storage.tokens import TokenStore
+from dsdoctor.api.cli import main
+from dsdoctor.kb.catalog import load_catalog
+from dsdoctor.kb.incidents import IncidentStore
+from dsdoctor.kb.storage import backend
+from dsdoctor.kb.storage.diagnoses import DiagnosisStore
+from dsdoctor.kb.storage.tokens import TokenStore
 from tests.test_api_support import EVIDENCE, make_app
 
 

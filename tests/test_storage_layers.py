@@ -25,7 +25,7 @@ def test_kb_never_imports_api_not_even_lazily() -> None:
 
 
 def test_api_settings_are_the_storage_settings() -> None:
-    from api import settings as api_settings
-    from kb.storage import settings
+    from dsdoctor.api import settings as api_settings
+    from dsdoctor.kb.storage import settings
 
     assert api_settings.home is settings.home and "DSDOCTOR_DATABASE_URL" in settings.ENVIRONMENT

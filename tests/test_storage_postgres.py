@@ -7,9 +7,9 @@ import threading
 import psycopg
 import pytest
 
-from kb.storage import backend, migrations
-from kb.storage.backend import StorageError
-from kb.storage.diagnoses import DiagnosisStore
+from dsdoctor.kb.storage import backend, migrations
+from dsdoctor.kb.storage.backend import StorageError
+from dsdoctor.kb.storage.diagnoses import DiagnosisStore
 from tests.test_api_support import EVIDENCE, make_app
 
 

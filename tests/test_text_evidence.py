@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from kb.diagnosis import diagnose
-from kb.inference import EvidenceState, rank
-from kb.retrieval import log_factors, scores
-from rules.extract import extract
+from dsdoctor.kb.diagnosis import diagnose
+from dsdoctor.kb.inference import EvidenceState, rank
+from dsdoctor.kb.retrieval import log_factors, scores
+from dsdoctor.rules.extract import extract
 
 
 def test_a_machine_line_pasted_into_a_description_is_read_by_the_log_rules():

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from markupsafe import escape
 
-from api.app import create_app
-from api.web import register_web
-from api.web.i18n import PHASE_NAMES, SCOPE_NAMES
-from api.web.security import CONTENT_SECURITY_POLICY, SECRET_FILE
-from kb.storage.tokens import TokenStore
+from dsdoctor.api.app import create_app
+from dsdoctor.api.web import register_web
+from dsdoctor.api.web.i18n import PHASE_NAMES, SCOPE_NAMES
+from dsdoctor.api.web.security import CONTENT_SECURITY_POLICY, SECRET_FILE
+from dsdoctor.kb.storage.tokens import TokenStore
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = "<script>alert(1)</script>"
@@ -34,7 +34,7 @@ PLAIN_OOM_LINE = ("[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to
 @pytest.fixture(scope="session")
 def template_home(tmp_path_factory: pytest.TempPathFactory, real_kb) -> Path:
     """A data directory with the seeded incident store (built once; each test gets a copy)."""
-    from kb.incidents.store import IncidentStore
+    from dsdoctor.kb.incidents.store import IncidentStore
 
     home = tmp_path_factory.mktemp("web-template")
     with IncidentStore(home, valid_causes=list(real_kb.causes)) as store:
@@ -313,7 +313,7 @@ def test_new_diagnosis_form_is_labelled(client):
 
 
 def test_new_diagnosis_form_offers_shipped_examples(client):
-    from api.web.examples import EXAMPLES
+    from dsdoctor.api.web.examples import EXAMPLES
 
     html = client.get("/diagnoses/new?lang=en").get_data(as_text=True)
     assert_safe_page(html)  # links, not script: the strict CSP stays
@@ -335,7 +335,7 @@ def test_an_example_fills_the_form_from_its_seed_case(client, app, slug):
     if (case / "ds_config.json").is_file():
         assert str(escape((case / "ds_config.json").read_text(encoding="utf-8").strip())) in html
     # submitted as it stands, the example is diagnosed as its expected.yaml says
-    from api.web.examples import form_of
+    from dsdoctor.api.web.examples import form_of
 
     diagnosis_id = diagnose(client, **{"text": form_of(slug)["logs_text"],
                                        **{k: v for k, v in form_of(slug).items() if k != "logs_text"}})

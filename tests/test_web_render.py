@@ -7,10 +7,19 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from api.web.highlight import safe_highlight
-from api.web.i18n import PHASE_NAMES, SCOPE_NAMES, STRINGS, translate
-from api.web.security import safe_next
-from api.web.svg import Drawing, Edge, Node, diagnosis_drawing, fit, neighbourhood_drawing, render, wrap
+from dsdoctor.api.web.highlight import safe_highlight
+from dsdoctor.api.web.i18n import PHASE_NAMES, SCOPE_NAMES, STRINGS, translate
+from dsdoctor.api.web.security import safe_next
+from dsdoctor.api.web.svg import (
+    Drawing,
+    Edge,
+    Node,
+    diagnosis_drawing,
+    fit,
+    neighbourhood_drawing,
+    render,
+    wrap,
+)
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 EVIL = '<script>alert(1)</script>"><img src=x onerror=alert(1)>'

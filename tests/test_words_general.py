@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from rules import version_outcomes
-from rules.extract import extract
-from rules.testing import run_version_examples
+from dsdoctor.rules import version_outcomes
+from dsdoctor.rules.extract import extract
+from dsdoctor.rules.testing import run_version_examples
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -106,7 +106,7 @@ def test_examples_here_are_not_corpus_sentences() -> None:
 
 
 def test_a_progressive_slowdown_reaches_throttled_clocks() -> None:
-    from kb.diagnosis import diagnose
+    from dsdoctor.kb.diagnosis import diagnose
 
     said = "On our one workstation the images/sec start at full speed and drift lower over time, no errors."
     x = extract({"description": said})

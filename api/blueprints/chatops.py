@@ -9,13 +9,13 @@ import marshmallow as ma
 from flask import current_app, request
 from flask_smorest import Blueprint
 
-from api import diagnosis_service
-from api.auth import requires
-from api.blueprints import json_response
-from api.chatops import ChatAnswer, ChatContext, handle, verify_slack_signature
-from api.errors import ApiError, field_error, flatten_messages, validation_error
-from api.services import services
-from api.uploads import json_body
+from dsdoctor.api import diagnosis_service
+from dsdoctor.api.auth import requires
+from dsdoctor.api.blueprints import json_response
+from dsdoctor.api.chatops import ChatAnswer, ChatContext, handle, verify_slack_signature
+from dsdoctor.api.errors import ApiError, field_error, flatten_messages, validation_error
+from dsdoctor.api.services import services
+from dsdoctor.api.uploads import json_body
 
 blp = Blueprint("chatops", __name__, url_prefix="/v1/chatops",
                 description="Answer chat questions: Slack slash commands and generic bots.")

@@ -7,11 +7,16 @@ from typing import Any
 from flask_smorest import Blueprint
 from marshmallow import Schema, ValidationError
 
-from api.auth import requires
-from api.blueprints import json_response
-from api.diagnosis_service import diagnose_and_store, incident_from_diagnosis, observe_and_store, stored
-from api.errors import ApiError, field_error, flatten_messages, validation_error
-from api.schemas import (
+from dsdoctor.api.auth import requires
+from dsdoctor.api.blueprints import json_response
+from dsdoctor.api.diagnosis_service import (
+    diagnose_and_store,
+    incident_from_diagnosis,
+    observe_and_store,
+    stored,
+)
+from dsdoctor.api.errors import ApiError, field_error, flatten_messages, validation_error
+from dsdoctor.api.schemas import (
     DiagnoseQuerySchema,
     DiagnosisListSchema,
     DiagnosisMultipartSchema,
@@ -25,9 +30,9 @@ from api.schemas import (
     ReRunQuerySchema,
     explain_errors,
 )
-from api.services import services
-from api.uploads import evidence_from_form, is_multipart, json_body, request_evidence
-from kb.storage.diagnoses import InvalidCursor
+from dsdoctor.api.services import services
+from dsdoctor.api.uploads import evidence_from_form, is_multipart, json_body, request_evidence
+from dsdoctor.kb.storage.diagnoses import InvalidCursor
 
 blp = Blueprint("diagnoses", __name__, url_prefix="/v1/diagnoses",
                 description="Diagnose evidence of a failed job; add observations; record it as an incident.")

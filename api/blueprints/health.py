@@ -7,12 +7,12 @@ from typing import Any
 from flask import current_app
 from flask_smorest import Blueprint
 
-from api import metrics
-from api.blueprints import json_response
-from api.errors import ApiError
-from api.schemas import HealthSchema, ReadySchema
-from api.services import services
-from api.version import package_version
+from dsdoctor.api import metrics
+from dsdoctor.api.blueprints import json_response
+from dsdoctor.api.errors import ApiError
+from dsdoctor.api.schemas import HealthSchema, ReadySchema
+from dsdoctor.api.services import services
+from dsdoctor.api.version import package_version
 
 blp = Blueprint("health", __name__, description="Liveness, readiness and metrics (no token needed).")
 
@@ -34,7 +34,7 @@ def readiness_checks() -> dict[str, dict[str, Any]]:
     ok, detail = svc.kb_status()
     checks["knowledge"] = {"ok": ok, "detail": detail}
     try:
-        import rules.extract  # noqa: F401
+        import dsdoctor.rules.extract  # noqa: F401
 
         checks["rules"] = {"ok": True, "detail": "rules.extract importable"}
     except Exception as exc:

@@ -7,10 +7,10 @@ from typing import Any
 from flask import request
 from flask_smorest import Blueprint
 
-from api.auth import requires
-from api.blueprints import json_response
-from api.errors import ApiError, field_error, validation_error
-from api.schemas import (
+from dsdoctor.api.auth import requires
+from dsdoctor.api.blueprints import json_response
+from dsdoctor.api.errors import ApiError, field_error, validation_error
+from dsdoctor.api.schemas import (
     IncidentListSchema,
     IncidentPatchSchema,
     IncidentQuerySchema,
@@ -19,8 +19,8 @@ from api.schemas import (
     SimilarListSchema,
     SimilarQuerySchema,
 )
-from api.services import services
-from api.uploads import json_body
+from dsdoctor.api.services import services
+from dsdoctor.api.uploads import json_body
 
 blp = Blueprint("incidents", __name__, url_prefix="/v1/incidents",
                 description="Completed incidents: the site's memory, searchable and used as priors.")

@@ -7,10 +7,10 @@ from typing import Any
 
 from flask_smorest import Blueprint
 
-from api.auth import requires
-from api.blueprints import json_response
-from api.errors import ApiError
-from api.schemas import (
+from dsdoctor.api.auth import requires
+from dsdoctor.api.blueprints import json_response
+from dsdoctor.api.errors import ApiError
+from dsdoctor.api.schemas import (
     CausesQuerySchema,
     GraphQuerySchema,
     GraphSchema,
@@ -20,8 +20,8 @@ from api.schemas import (
     KbSymptomListSchema,
     LangQuerySchema,
 )
-from api.services import services
-from kb.model import Cause, Experiment, KnowledgeBase, Symptom
+from dsdoctor.api.services import services
+from dsdoctor.kb.model import Cause, Experiment, KnowledgeBase, Symptom
 
 blp = Blueprint("kb", __name__, url_prefix="/v1/kb",
                 description="The knowledge base: root causes, symptoms, experiments and the causal graph.")
@@ -37,7 +37,7 @@ def _cause_summary(cause: Cause, lang: str) -> dict[str, Any]:
 def _cause_detail(kb: KnowledgeBase, cause: Cause, lang: str) -> dict[str, Any]:
     likelihoods = kb.likelihoods.get(cause.id)
     if likelihoods is None:
-        from kb.graph import cause_likelihoods
+        from dsdoctor.kb.graph import cause_likelihoods
 
         likelihoods = cause_likelihoods(cause, kb.mechanisms, kb.symptoms)
     return {
@@ -133,7 +133,7 @@ def list_experiments(query: dict[str, Any]):
 def graph(query: dict[str, Any]):
     """The causal graph (cause -> mechanism -> symptom), whole or `around` one node within `depth` hops,
     as JSON, Graphviz DOT or Mermaid."""
-    from kb import graph as kbgraph
+    from dsdoctor.kb import graph as kbgraph
 
     kb = services().kb()
     full = kbgraph.export_graph(kb, experiments=query["experiments"], lang=query["lang"])

@@ -16,8 +16,8 @@ def register_web(app: Flask) -> None:
     """Add the ``web`` blueprint to an app made by :func:`api.app.create_app` (idempotent)."""
     if "web" in app.blueprints:
         return
-    from api.web.security import configure_csrf, configure_session
-    from api.web.views import bp
+    from dsdoctor.api.web.security import configure_csrf, configure_session
+    from dsdoctor.api.web.views import bp
 
     ext = app.extensions.get("dsdoctor")
     if not ext or "services" not in ext:

@@ -12,10 +12,10 @@ from typing import Any
 
 from marshmallow import ValidationError as SchemaError
 
-from api import diagnosis_service
-from api.schemas import EvidenceSchema, explain_errors
-from api.services import services
-from kb.storage.diagnoses import StoredDiagnosis
+from dsdoctor.api import diagnosis_service
+from dsdoctor.api.schemas import EvidenceSchema, explain_errors
+from dsdoctor.api.services import services
+from dsdoctor.kb.storage.diagnoses import StoredDiagnosis
 
 _EVIDENCE = EvidenceSchema()
 

@@ -8,8 +8,8 @@ from typing import Any
 from flask import current_app
 from werkzeug.datastructures import FileStorage, ImmutableMultiDict
 
-from api.errors import ApiError
-from api.web.backend import FormProblem
+from dsdoctor.api.errors import ApiError
+from dsdoctor.api.web.backend import FormProblem
 
 #: the form's field names (the template uses the same)
 LOGS_TEXT, LOG_FILES = "logs_text", "log_files"
@@ -34,7 +34,7 @@ def file_text(upload: FileStorage, what: str) -> str:
     head = stream.read(2)
     stream.seek(0)
     if head == b"\x1f\x8b" or (upload.filename or "").endswith(".gz"):
-        from api.limits import inflate
+        from dsdoctor.api.limits import inflate
 
         with inflate(stream, _limit(), what) as inflated:
             return _decode(inflated.read())
@@ -63,7 +63,7 @@ def _problem(field: str, exc: ApiError) -> FormProblem:
 
 def evidence_from_form(form: ImmutableMultiDict, files: ImmutableMultiDict) -> dict[str, Any]:
     """Build the evidence document; FormProblem names the field that cannot be used and why."""
-    from api.uploads import parse_json_text, parse_metrics_text
+    from dsdoctor.api.uploads import parse_json_text, parse_metrics_text
 
     evidence: dict[str, Any] = {}
     logs: list[dict[str, str]] = []

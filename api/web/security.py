@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 from flask import Flask, Response, session
 from flask_wtf.csrf import CSRFError, CSRFProtect, generate_csrf
 
-from kb.storage.tokens import hash_token
+from dsdoctor.kb.storage.tokens import hash_token
 
 SECRET_FILE = "web-secret.key"
 SESSION_COOKIE = "dsdoctor_session"
@@ -54,7 +54,7 @@ def load_secret_key(home: Path) -> bytes:
 
     Safe when several workers start at once: the first to create the file wins, the others read it.
     """
-    from api.web.sessions import shared_secret_key
+    from dsdoctor.api.web.sessions import shared_secret_key
 
     shared = shared_secret_key()
     if shared is not None:
@@ -141,7 +141,7 @@ OPEN_VIEWER = Viewer(name="", scopes=("admin",), open_mode=True)
 
 
 def _authenticator():
-    from api.web.backend import authenticator
+    from dsdoctor.api.web.backend import authenticator
 
     return authenticator()
 
@@ -152,8 +152,8 @@ def auth_required() -> bool:
 
 
 def _sessions():
-    from api.services import services
-    from api.web.sessions import SessionStore
+    from dsdoctor.api.services import services
+    from dsdoctor.api.web.sessions import SessionStore
 
     return SessionStore(services().home)
 

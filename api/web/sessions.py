@@ -15,9 +15,9 @@ import hashlib
 import secrets
 from pathlib import Path
 
-from kb.storage.backend import Backend, SqliteBackend, postgres
-from kb.storage.backend import for_file as backend_for
-from kb.storage.settings import database_url
+from dsdoctor.kb.storage.backend import Backend, SqliteBackend, postgres
+from dsdoctor.kb.storage.backend import for_file as backend_for
+from dsdoctor.kb.storage.settings import database_url
 
 FILE_NAME = "web-sessions.db"
 MAX_AGE = dt.timedelta(days=7)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from markupsafe import Markup, escape
 
-from kb.model import KnowledgeBase
+from dsdoctor.kb.model import KnowledgeBase
 
 KINDS = ("symptom", "mechanism", "cause")
 NODE_W, NODE_H, GAP_Y, GAP_X = 250, 60, 12, 100

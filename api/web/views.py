@@ -21,14 +21,14 @@ from flask import (
 from markupsafe import Markup
 from werkzeug.exceptions import HTTPException
 
-from api.errors import ApiError
-from api.services import services
-from api.web import security
-from api.web.backend import FormProblem
-from api.web.highlight import safe_highlight
-from api.web.i18n import HTML_LANG, LANG_NAMES, PHASE_NAMES, SCOPE_NAMES, pick_lang, translate
-from kb.errors import DsdoctorError, KnowledgeError
-from kb.redact import redact_text
+from dsdoctor.api.errors import ApiError
+from dsdoctor.api.services import services
+from dsdoctor.api.web import security
+from dsdoctor.api.web.backend import FormProblem
+from dsdoctor.api.web.highlight import safe_highlight
+from dsdoctor.api.web.i18n import HTML_LANG, LANG_NAMES, PHASE_NAMES, SCOPE_NAMES, pick_lang, translate
+from dsdoctor.kb.errors import DsdoctorError, KnowledgeError
+from dsdoctor.kb.redact import redact_text
 
 log = logging.getLogger("dsdoctor.web")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -285,7 +285,7 @@ def index():
 
 
 def _domains(kb: Any) -> list[str]:
-    from kb.model import DOMAINS
+    from dsdoctor.kb.model import DOMAINS
 
     return [d for d in DOMAINS if any(c.domain == d for c in kb.causes.values())]
 
@@ -294,7 +294,7 @@ def _domains(kb: Any) -> list[str]:
 
 
 def _incident_or_404(incident_id: str) -> dict[str, Any]:
-    from kb.incidents import NotFoundError
+    from dsdoctor.kb.incidents import NotFoundError
 
     try:
         return services().incidents().get(incident_id)
@@ -341,8 +341,8 @@ def edit_incident(incident_id: str):
 
     The form carries the version it was made from; the store applies the change only to that
     version (compared inside the UPDATE), so of two saves of one version exactly one wins."""
-    from api.web.backend import update_incident
-    from kb.incidents import StaleVersionError, ValidationError
+    from dsdoctor.api.web.backend import update_incident
+    from dsdoctor.kb.incidents import StaleVersionError, ValidationError
 
     current = _incident_or_404(incident_id)
     form = {k: request.form.get(k, "") for k in EDITABLE}
@@ -369,9 +369,9 @@ def edit_incident(incident_id: str):
 @needs("diagnose")
 def new_diagnosis():
     """The evidence form; a POST diagnoses, stores and redirects to the result."""
-    from api.web import evidence_form as ef
-    from api.web import examples
-    from api.web.backend import create_diagnosis
+    from dsdoctor.api.web import evidence_form as ef
+    from dsdoctor.api.web import examples
+    from dsdoctor.api.web.backend import create_diagnosis
 
     errors: dict[str, str] = {}
     status = 200
@@ -395,7 +395,7 @@ def new_diagnosis():
 
 
 def _form_fields() -> dict[str, str]:
-    from api.web import evidence_form as ef
+    from dsdoctor.api.web import evidence_form as ef
 
     return {"logs_text": ef.LOGS_TEXT, "log_files": ef.LOG_FILES, "config_text": ef.CONFIG_TEXT,
             "config_file": ef.CONFIG_FILE, "metrics_file": ef.METRICS_FILE, "description": ef.DESCRIPTION}
@@ -405,7 +405,7 @@ def _form_fields() -> dict[str, str]:
 @needs("diagnose")
 def diagnoses():
     """Stored diagnoses, newest first (cursor pages)."""
-    from kb.storage.diagnoses import InvalidCursor
+    from dsdoctor.kb.storage.diagnoses import InvalidCursor
 
     try:
         items, next_cursor = services().diagnoses().list(limit=PAGE_SIZE, cursor=request.args.get("cursor") or None)
@@ -416,7 +416,7 @@ def diagnoses():
 
 
 def _stored_or_404(diagnosis_id: str):
-    from api.web.backend import stored_diagnosis
+    from dsdoctor.api.web.backend import stored_diagnosis
 
     stored = stored_diagnosis(diagnosis_id)
     if stored is None:
@@ -467,7 +467,7 @@ bp.add_app_template_global(observation_label, "observation_label")
 @needs("diagnose")
 def diagnosis(diagnosis_id: str):
     """The three looks, ranked causes, matched lines, causal paths, next experiments, record as incident."""
-    from api.web.svg import diagnosis_drawing, render
+    from dsdoctor.api.web.svg import diagnosis_drawing, render
 
     stored = _stored_or_404(diagnosis_id)
     kb = _kb()
@@ -526,7 +526,7 @@ def _path_rows(diagnosis: dict[str, Any], kb: Any) -> list[dict[str, Any]]:
 @needs("diagnose")
 def record_outcome(diagnosis_id: str):
     """Record an experiment outcome (``observe=x.exp=outcome``) and show the new ranking."""
-    from api.web.backend import add_observations
+    from dsdoctor.api.web.backend import add_observations
 
     key = request.form.get("observe", "").strip()
     value = request.form.get("value", "true") != "false"
@@ -549,8 +549,8 @@ def record_outcome(diagnosis_id: str):
 @needs("incidents:write")
 def record_incident(diagnosis_id: str):
     """Create an incident pre-filled from the diagnosis and open it."""
-    from api.web.backend import record_incident as create
-    from kb.incidents import ValidationError
+    from dsdoctor.api.web.backend import record_incident as create
+    from dsdoctor.kb.incidents import ValidationError
 
     overrides: dict[str, Any] = {}
     for name in ("title", "root_cause", "severity"):
@@ -584,8 +584,8 @@ def causes():
 @needs("diagnose")
 def cause(cause_id: str):
     """One root cause: description, neighbourhood drawing, fixes, regression check, prevention, references."""
-    from api.web.svg import neighbourhood_drawing, render
-    from kb.graph import describe
+    from dsdoctor.api.web.svg import neighbourhood_drawing, render
+    from dsdoctor.kb.graph import describe
 
     kb = _kb()
     if cause_id not in kb.causes:

@@ -3,7 +3,7 @@
 SQLite (in ``DSDOCTOR_HOME``) is the source of truth; the Whoosh full-text index is derived
 from it and can be rebuilt at any time. Start with :class:`IncidentStore`::
 
-    from kb.incidents import IncidentStore
+    from dsdoctor.kb.incidents import IncidentStore
     store = IncidentStore(home, valid_causes={"memory.fragmentation", ...})
     store.add({"title": "...", "phenomenon": "...", "root_cause": "memory.fragmentation"})
     store.search("显存碎片", domain="memory")
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kb.errors import DsdoctorError
+from dsdoctor.kb.errors import DsdoctorError
 
 if TYPE_CHECKING:
-    from kb.incidents.store import IncidentStore
+    from dsdoctor.kb.incidents.store import IncidentStore
 
 __all__ = ["ConflictError", "IncidentError", "IncidentStore", "NotFoundError", "ReadOnlyError", "StaleVersionError",
            "ValidationError"]
@@ -88,9 +88,9 @@ class NotFoundError(IncidentError):
 
 
 def __getattr__(name: str) -> Any:
-    """Import the store lazily so ``from kb.incidents import ValidationError`` stays light."""
+    """Import the store lazily so ``from dsdoctor.kb.incidents import ValidationError`` stays light."""
     if name == "IncidentStore":
-        from kb.incidents.store import IncidentStore
+        from dsdoctor.kb.incidents.store import IncidentStore
 
         return IncidentStore
     raise AttributeError(name)

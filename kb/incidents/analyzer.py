@@ -24,7 +24,7 @@ from typing import Any
 from whoosh.analysis import Composable, Token
 from whoosh.lang.porter import stem as _porter_stem
 
-from kb.storage import settings
+from dsdoctor.kb.storage import settings
 
 #: Han ideographs (CJK unified + extension A + compatibility).
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"

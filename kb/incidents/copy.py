@@ -13,10 +13,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from kb.incidents.embedded import EmbeddedIncidents
-from kb.incidents.pgsearch import translate
-from kb.incidents.pgstore import PostgresIncidents
-from kb.storage.backend import StorageError
+from dsdoctor.kb.incidents.embedded import EmbeddedIncidents
+from dsdoctor.kb.incidents.pgsearch import translate
+from dsdoctor.kb.incidents.pgstore import PostgresIncidents
+from dsdoctor.kb.storage.backend import StorageError
 
 META_KEYS = ("seeded", "public")
 SEARCH_SAMPLE = 20

@@ -13,11 +13,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kb.incidents import IncidentError, search, tables
-from kb.incidents import similar as similarity
-from kb.incidents.analyzer import warm_up
-from kb.incidents.indexer import Indexer
-from kb.incidents.migrations import connect, migrate, write_transaction
+from dsdoctor.kb.incidents import IncidentError, search, tables
+from dsdoctor.kb.incidents import similar as similarity
+from dsdoctor.kb.incidents.analyzer import warm_up
+from dsdoctor.kb.incidents.indexer import Indexer
+from dsdoctor.kb.incidents.migrations import connect, migrate, write_transaction
 
 DB_FILE = "incidents.db"
 INDEX_DIR = "incidents-index"

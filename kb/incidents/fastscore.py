@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 
 from whoosh import query
 
-from kb.lru import BoundedCache
+from dsdoctor.kb.lru import BoundedCache
 
 K1, B = 1.2, 0.75  # whoosh.scoring.BM25F defaults
 #: look a term up document by document when it is this many times more frequent than the candidates

@@ -13,7 +13,7 @@ from typing import Any
 
 from whoosh import highlight
 
-from kb.incidents.analyzer import BilingualAnalyzer, has_chinese, terms
+from dsdoctor.kb.incidents.analyzer import BilingualAnalyzer, has_chinese, terms
 
 HIGHLIGHT_FIELDS = ("title", "phenomenon", "scope", "root_cause_detail", "fix", "regression", "prevention",
                     "evidence_summary")

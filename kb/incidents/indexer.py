@@ -30,9 +30,9 @@ from typing import Any
 from whoosh import fields, index
 from whoosh.writing import CLEAR
 
-from kb.incidents import IncidentError, tables
-from kb.incidents.analyzer import BilingualAnalyzer, sections
-from kb.incidents.migrations import connect
+from dsdoctor.kb.incidents import IncidentError, tables
+from dsdoctor.kb.incidents.analyzer import BilingualAnalyzer, sections
+from dsdoctor.kb.incidents.migrations import connect
 
 #: bump when the schema or the analyzer changes: the index is then rebuilt from SQLite
 INDEX_FORMAT = "dsdoctor-incidents-3"

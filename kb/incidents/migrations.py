@@ -14,7 +14,7 @@ from pathlib import Path
 
 import sqlite_utils
 
-from kb.incidents.record import SEVERITIES, STATUSES
+from dsdoctor.kb.incidents.record import SEVERITIES, STATUSES
 
 BUSY_TIMEOUT_S = 30.0
 
@@ -149,7 +149,7 @@ def migrate(db: sqlite_utils.Database) -> int:
                        "VALUES (?, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), ?)", [version, description])
     reached = current_version(db)
     if reached > SCHEMA_VERSION:
-        from kb.incidents import IncidentError
+        from dsdoctor.kb.incidents import IncidentError
 
         raise IncidentError(f"the incident database has schema version {reached}, newer than this dsdoctor "
                             f"({SCHEMA_VERSION}); upgrade dsdoctor")

@@ -31,11 +31,11 @@ from typing import Any
 from whoosh import query
 from whoosh.qparser import FieldAliasPlugin, QueryParser
 
-from kb.incidents import ValidationError
-from kb.incidents.analyzer import terms
-from kb.incidents.expand import expand
-from kb.incidents.pgtext import IDENTIFIER_RE, RANK_WEIGHTS, quote
-from kb.incidents.search import FIELD_ALIASES, Filters, decode_cursor
+from dsdoctor.kb.incidents import ValidationError
+from dsdoctor.kb.incidents.analyzer import terms
+from dsdoctor.kb.incidents.expand import expand
+from dsdoctor.kb.incidents.pgtext import IDENTIFIER_RE, RANK_WEIGHTS, quote
+from dsdoctor.kb.incidents.search import FIELD_ALIASES, Filters, decode_cursor
 
 TS_COLUMNS = {"text": "text_tsv", "title": "title_tsv"}
 EQ_COLUMNS = {"id": "id", "root_cause": "root_cause", "domain": "domain", "severity": "severity", "status": "status",
@@ -53,7 +53,7 @@ C_ID = 'id COLLATE "C"'
 
 @lru_cache(maxsize=1)
 def _parser() -> QueryParser:
-    from kb.incidents.indexer import build_schema
+    from dsdoctor.kb.incidents.indexer import build_schema
 
     parser = QueryParser("text", build_schema())
     parser.add_plugin(FieldAliasPlugin(FIELD_ALIASES))
@@ -432,7 +432,7 @@ def ranked(backend: Any, freqs: Frequencies, q: str, f: Filters, limit: int, cur
 
 def browse(backend: Any, f: Filters, limit: int, cursor: str | None) -> dict[str, Any]:
     """Newest first (occurred_at desc, then id) with filters and facets."""
-    from kb.incidents.search import encode_cursor
+    from dsdoctor.kb.incidents.search import encode_cursor
 
     where, params = filter_sql(f)
     fingerprint = f.fingerprint("")

@@ -15,11 +15,11 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from kb.incidents import pgsearch
-from kb.incidents.pgtext import search_columns
-from kb.incidents.record import RECORD_FIELDS, normalise
-from kb.incidents.search import Filters
-from kb.storage.backend import postgres
+from dsdoctor.kb.incidents import pgsearch
+from dsdoctor.kb.incidents.pgtext import search_columns
+from dsdoctor.kb.incidents.record import RECORD_FIELDS, normalise
+from dsdoctor.kb.incidents.search import Filters
+from dsdoctor.kb.storage.backend import postgres
 
 _COLUMNS = tuple(k for k in RECORD_FIELDS if k not in ("tags", "symptoms"))
 #: every column a write sets: the record's, its tags and symptoms, its search columns
@@ -197,7 +197,7 @@ class PostgresIncidents:
         return done
 
     def warm_up(self) -> None:
-        from kb.incidents.analyzer import warm_up
+        from dsdoctor.kb.incidents.analyzer import warm_up
 
         warm_up()
         self.count()

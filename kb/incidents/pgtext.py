@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kb.incidents.analyzer import SECTION_GAP, _split_sections, terms
-from kb.incidents.indexer import document
+from dsdoctor.kb.incidents.analyzer import SECTION_GAP, _split_sections, terms
+from dsdoctor.kb.incidents.indexer import document
 
 #: Whoosh weight of a part of the record -> tsvector weight label (D is the unlabelled default)
 LABELS = {3.0: "A", 2.0: "B", 1.0: ""}

@@ -19,8 +19,8 @@ from typing import Any
 import marshmallow
 from marshmallow import RAISE, Schema, fields, validate, validates_schema
 
-from kb.incidents import ValidationError
-from kb.model import DOMAINS
+from dsdoctor.kb.incidents import ValidationError
+from dsdoctor.kb.model import DOMAINS
 
 SEVERITIES = ("critical", "high", "medium", "low")
 STATUSES = ("open", "resolved")

@@ -30,11 +30,11 @@ import sqlite_utils
 from whoosh import query
 from whoosh.qparser import FieldAliasPlugin, QueryParser
 
-from kb.incidents import ValidationError, fastscore
-from kb.incidents.expand import expand
-from kb.incidents.indexer import TEXT_FIELDS, Indexer
-from kb.incidents.record import SEVERITIES, parse_timestamp
-from kb.lru import BoundedCache
+from dsdoctor.kb.incidents import ValidationError, fastscore
+from dsdoctor.kb.incidents.expand import expand
+from dsdoctor.kb.incidents.indexer import TEXT_FIELDS, Indexer
+from dsdoctor.kb.incidents.record import SEVERITIES, parse_timestamp
+from dsdoctor.kb.lru import BoundedCache
 
 #: other names accepted before ':' in a query (English and Chinese); the parts of a record other
 #: than the title share the weighted ``text`` field, so ``fix:`` searches all of the text

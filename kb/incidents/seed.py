@@ -14,10 +14,10 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kb.incidents.record import utc_now
+from dsdoctor.kb.incidents.record import utc_now
 
 if TYPE_CHECKING:
-    from kb.incidents.store import IncidentStore
+    from dsdoctor.kb.incidents.store import IncidentStore
 
 SEED_PATH = Path(__file__).resolve().parent.parent / "data" / "incidents" / "seed.jsonl"
 #: real public failures with their issue threads, exported from bench/corpus (read-only incidents)

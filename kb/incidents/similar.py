@@ -10,8 +10,8 @@ from typing import Any
 import sqlite_utils
 from whoosh import query
 
-from kb.incidents.analyzer import terms
-from kb.incidents.indexer import Indexer
+from dsdoctor.kb.incidents.analyzer import terms
+from dsdoctor.kb.incidents.indexer import Indexer
 
 
 def key_terms(searcher: Any, text: str, count: int = 15) -> list[tuple[str, float]]:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
-from kb.incidents import (
+from dsdoctor.kb.incidents import (
     ConflictError,
     IncidentError,
     NotFoundError,
@@ -24,9 +24,9 @@ from kb.incidents import (
     analyzer,
     search,
 )
-from kb.incidents.embedded import DB_FILE, INDEX_DIR, LOCK_FILE, EmbeddedIncidents
-from kb.incidents.highlights import highlights, prefix_terms
-from kb.incidents.record import (
+from dsdoctor.kb.incidents.embedded import DB_FILE, INDEX_DIR, LOCK_FILE, EmbeddedIncidents
+from dsdoctor.kb.incidents.highlights import highlights, prefix_terms
+from dsdoctor.kb.incidents.record import (
     PUBLIC_PREFIX,
     CauseSource,
     resolve_causes,
@@ -35,10 +35,10 @@ from kb.incidents.record import (
     validate_new,
     validate_patch,
 )
-from kb.lru import BoundedCache
-from kb.redact import Redactions, redact_value
-from kb.storage.settings import database_url
-from kb.textcheck import unencodable_path
+from dsdoctor.kb.lru import BoundedCache
+from dsdoctor.kb.redact import Redactions, redact_value
+from dsdoctor.kb.storage.settings import database_url
+from dsdoctor.kb.textcheck import unencodable_path
 
 __all__ = ["DB_FILE", "INDEX_DIR", "LOCK_FILE", "IncidentStore"]
 #: weight of symptom overlap against text similarity in similar() when both are given
@@ -76,7 +76,7 @@ class IncidentStore:
         # one SQLite connection serves every thread; PostgreSQL gives each thread its own
         self._lock: Any = threading.RLock() if self._data.shared_connection else contextlib.nullcontext()
         if seed:
-            from kb.incidents.seed import load_public, load_seed_if_new
+            from dsdoctor.kb.incidents.seed import load_public, load_seed_if_new
 
             load_seed_if_new(self)
             load_public(self)
@@ -418,7 +418,7 @@ def _backend(home: Path) -> Any:
     url = database_url()
     if url is None:
         return EmbeddedIncidents(home)
-    from kb.incidents.pgstore import PostgresIncidents
+    from dsdoctor.kb.incidents.pgstore import PostgresIncidents
 
     return PostgresIncidents(url)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import sqlite_utils
 
-from kb.incidents.record import RECORD_FIELDS, normalise, utc_now
+from dsdoctor.kb.incidents.record import RECORD_FIELDS, normalise, utc_now
 
 _COLUMNS = tuple(k for k in RECORD_FIELDS if k not in ("tags", "symptoms"))
 _SELECT = "SELECT " + ", ".join(_COLUMNS) + " FROM incidents"

@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from kb.errors import DsdoctorError
-from kb.storage.settings import database_url
+from dsdoctor.kb.errors import DsdoctorError
+from dsdoctor.kb.storage.settings import database_url
 
 SQLITE_BUSY_MS = 15000
 PG_CONNECT_TIMEOUT_S = 10
@@ -201,7 +201,7 @@ _shared_lock = threading.Lock()
 
 def postgres(url: str) -> PostgresBackend:
     """The process's backend for ``url`` (one per URL, each thread with its own connection), migrated."""
-    from kb.storage.migrations import migrate
+    from dsdoctor.kb.storage.migrations import migrate
 
     with _shared_lock:
         backend = _shared.get(url)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kb.storage.backend import PostgresBackend, SqliteBackend, StorageError, check_url, postgres
-from kb.storage.diagnoses import FILE_NAME as DIAGNOSES_FILE
-from kb.storage.tokens import FILE_NAME as TOKENS_FILE
+from dsdoctor.kb.storage.backend import PostgresBackend, SqliteBackend, StorageError, check_url, postgres
+from dsdoctor.kb.storage.diagnoses import FILE_NAME as DIAGNOSES_FILE
+from dsdoctor.kb.storage.tokens import FILE_NAME as TOKENS_FILE
 
 DIAGNOSIS_COLUMNS = ("id", "created_at", "updated_at", "top_cause", "top_probability", "verdict", "summary", "lang",
                      "top_n", "version", "evidence", "diagnosis", "history", "job_id", "cluster", "job")

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kb.storage import jsontext
-from kb.storage.backend import SqliteBackend, StorageError
-from kb.storage.backend import for_file as backend_for
+from dsdoctor.kb.storage import jsontext
+from dsdoctor.kb.storage.backend import SqliteBackend, StorageError
+from dsdoctor.kb.storage.backend import for_file as backend_for
 
 FILE_NAME = "diagnoses.db"
 SCHEMA_VERSION = 2

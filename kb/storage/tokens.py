@@ -20,9 +20,9 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from kb.errors import DsdoctorError
-from kb.storage.backend import Backend, SqliteBackend
-from kb.storage.backend import for_file as backend_for
+from dsdoctor.kb.errors import DsdoctorError
+from dsdoctor.kb.storage.backend import Backend, SqliteBackend
+from dsdoctor.kb.storage.backend import for_file as backend_for
 
 SCOPES = ("diagnose", "incidents:read", "incidents:write", "admin")
 TOKEN_PREFIX = "dsd_"

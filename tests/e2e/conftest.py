@@ -74,7 +74,7 @@ def _dsdoctor_command() -> list[str]:
     script = Path(sys.executable).with_name("dsdoctor")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "import sys; from api.cli import main; sys.exit(main())"]
+    return [sys.executable, "-c", "import sys; from dsdoctor.api.cli import main; sys.exit(main())"]
 
 
 def _get(url: str, timeout: float = 5.0) -> int:

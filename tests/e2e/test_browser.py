@@ -86,7 +86,7 @@ def test_search_finds_a_seeded_incident(server, page, console, screenshots):
 
 
 def test_pasted_log_is_diagnosed_and_an_outcome_reranks(server, page, console, screenshots, real_kb):
-    from kb.diagnosis import catalog_cause
+    from dsdoctor.kb.diagnosis import catalog_cause
 
     expected = yaml.safe_load((CASE / "expected.yaml").read_text(encoding="utf-8"))
     acceptable = {expected["root_cause"], *expected.get("also_ok", [])}
@@ -142,8 +142,8 @@ def test_pasted_log_is_diagnosed_and_an_outcome_reranks(server, page, console, s
 
 
 def test_a_shipped_example_fills_the_form_and_is_diagnosed(server, page, console, screenshots, real_kb):
-    from api.web.examples import CASES_DIR, EXAMPLES
-    from kb.diagnosis import catalog_cause
+    from dsdoctor.api.web.examples import CASES_DIR, EXAMPLES
+    from dsdoctor.kb.diagnosis import catalog_cause
 
     slug = EXAMPLES[0]
     expected = yaml.safe_load((CASES_DIR / slug / "expected.yaml").read_text(encoding="utf-8"))

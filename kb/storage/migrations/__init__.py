@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from importlib import resources
 
-from kb.storage.backend import Backend, StorageError
+from dsdoctor.kb.storage.backend import Backend, StorageError
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 _LOCK_KEY = 0x64736463  # "dsdc": the advisory lock every replica takes while migrating
