@@ -212,6 +212,25 @@ def _dir_mb(path: Path) -> float:
 # ---------------------------------------------------------------- Whoosh (the real store)
 
 
+def _time_query(store: Any, q: str, filters: dict[str, Any], samples: list[float],
+                per_query: dict[str, list[float]], per_kind: dict[str, list[float]]) -> int:
+    """Time one search (and its second page when there is one) into the sample lists; the match count."""
+    t = time.perf_counter()
+    result = store.search(q, **filters)
+    dt = time.perf_counter() - t
+    samples.append(dt)
+    per_query.setdefault(f"{q!r} {filters or ''}".strip(), []).append(dt)
+    kind = "empty" if not q else ("chinese" if any("\u4e00" <= c <= "\u9fff" for c in q) else "english")
+    per_kind[kind].append(dt)
+    if result["next_cursor"]:
+        t = time.perf_counter()
+        store.search(q, cursor=result["next_cursor"], **filters)
+        dt = time.perf_counter() - t
+        samples.append(dt)
+        per_kind["page2"].append(dt)
+    return result["total"]
+
+
 def bench_whoosh(home: Path, lines: list[str], causes: list[str], repeats: int, procs: int,
                  reuse: bool = False, cold: bool = False) -> dict[str, Any]:
     from dsdoctor.kb.incidents import IncidentStore
@@ -237,20 +256,7 @@ def bench_whoosh(home: Path, lines: list[str], causes: list[str], repeats: int, 
     for _ in range(repeats):
         for q, filters in QUERIES:
             _forget_results(store, cold)  # every query runs as if asked for the first time
-            t = time.perf_counter()
-            result = store.search(q, **filters)
-            dt = time.perf_counter() - t
-            samples.append(dt)
-            matches.append(result["total"])
-            per_query.setdefault(f"{q!r} {filters or ''}".strip(), []).append(dt)
-            kind = "empty" if not q else ("chinese" if any("\u4e00" <= c <= "\u9fff" for c in q) else "english")
-            per_kind[kind].append(dt)
-            if result["next_cursor"]:
-                t = time.perf_counter()
-                store.search(q, cursor=result["next_cursor"], **filters)
-                dt = time.perf_counter() - t
-                samples.append(dt)
-                per_kind["page2"].append(dt)
+            matches.append(_time_query(store, q, filters, samples, per_query, per_kind))
     repeated: list[float] = []
     for q, filters in QUERIES:  # a query asked again: its ranking comes from the per-generation cache
         store.search(q, **filters)
@@ -333,19 +339,7 @@ def bench_postgres(url: str, lines: list[str], causes: list[str], repeats: int, 
         for _ in range(repeats):
             for q, filters in QUERIES:
                 store._data.freqs.forget()  # every query counts its terms' documents again
-                t = time.perf_counter()
-                result = store.search(q, **filters)
-                dt = time.perf_counter() - t
-                samples.append(dt)
-                per_query.setdefault(f"{q!r} {filters or ''}".strip(), []).append(dt)
-                kind = "empty" if not q else ("chinese" if any("\u4e00" <= c <= "\u9fff" for c in q) else "english")
-                per_kind[kind].append(dt)
-                if result["next_cursor"]:
-                    t = time.perf_counter()
-                    store.search(q, cursor=result["next_cursor"], **filters)
-                    dt = time.perf_counter() - t
-                    samples.append(dt)
-                    per_kind["page2"].append(dt)
+                _time_query(store, q, filters, samples, per_query, per_kind)
         repeated: list[float] = []
         for q, filters in QUERIES:  # document frequencies cached (for a minute, by this process)
             store.search(q, **filters)

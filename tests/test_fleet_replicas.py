@@ -42,6 +42,35 @@ def _request(port: int, method: str, path: str, body: dict | None = None) -> tup
         conn.close()
 
 
+class Unanswered(Exception):
+    """Sent, but the connection was lost before an answer: the write may or may not be stored."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(port)
+        self.port = port
+
+
+def _post_to_a_replica(ports: list[int], start: int, path: str, body: dict,
+                       refused: list[int] | None = None) -> tuple[int, dict] | None:
+    """POST to the replicas in turn from `start` until one answers; (port, answer), None if none was reached.
+
+    Only a refused connection moves on (nothing reached a server); a lost one raises Unanswered and is
+    never retried, since that could store the write twice."""
+    for attempt in range(len(ports)):
+        port = ports[(start + attempt) % len(ports)]
+        try:
+            status, answer = _request(port, "POST", path, body)
+        except ConnectionRefusedError:
+            if refused is not None:
+                refused.append(port)  # list.append is atomic: writers share the list without a lock
+            continue
+        except OSError as exc:
+            raise Unanswered(port) from exc
+        assert status == 201, (port, status, answer)
+        return port, answer
+    return None
+
+
 def test_eight_writers_three_replicas_one_killed(pg_cluster, tmp_path, monkeypatch) -> None:
     url = pg_cluster.create_database()
     ports = [free_port() for _ in range(REPLICAS)]
@@ -67,23 +96,16 @@ def test_eight_writers_three_replicas_one_killed(pg_cluster, tmp_path, monkeypat
         def write(w: int) -> None:
             for n in range(PER_WRITER):
                 job = f"w{w}-{n}"
-                for attempt in range(REPLICAS):
-                    port = ports[(w + n + attempt) % REPLICAS]
-                    try:
-                        status, body = _request(port, "POST", "/v1/diagnoses", {**EVIDENCE, "job": {"id": job}})
-                    except ConnectionRefusedError:
-                        with lock:
-                            refused.append(port)
-                        continue  # never reached a server: safe to send to the next replica
-                    except OSError:
-                        with lock:
-                            unknown.append((job, port))  # never retried: that could store it twice
-                        break
-                    assert status == 201, (port, status, body)
+                try:
+                    sent = _post_to_a_replica(ports, w + n, "/v1/diagnoses", {**EVIDENCE, "job": {"id": job}}, refused)
+                except Unanswered as lost:
                     with lock:
-                        acknowledged[job] = body["id"]
-                        answered_by[port] += 1
-                    break
+                        unknown.append((job, lost.port))
+                else:
+                    if sent:
+                        with lock:
+                            acknowledged[job] = sent[1]["id"]
+                            answered_by[sent[0]] += 1
                 done.release()
 
         threads = [threading.Thread(target=writer, args=(w,)) for w in range(WRITERS)]
@@ -169,22 +191,17 @@ def test_incidents_eight_writers_three_replicas_one_killed(pg_cluster, tmp_path,
                 marker = f"fw{w}x{n}"  # one index term, unique per write
                 body = {"title": f"Fleet write {marker}", "phenomenon": "NCCL watchdog timeout on rank 3",
                         "root_cause": "comm.slow_rank_exceeds_timeout", "status": "resolved", "fix": "raised the timeout"}
-                for attempt in range(REPLICAS):
-                    port = ports[(w + n + attempt) % REPLICAS]
-                    try:
-                        status, answer = _request(port, "POST", "/v1/incidents", body)
-                    except ConnectionRefusedError:
-                        continue  # never reached a server: safe to send to the next replica
-                    except OSError:
-                        with lock:
-                            unknown.append((marker, port))  # never retried: that could store it twice
-                        break
-                    assert status == 201, (port, status, answer)
+                try:
+                    sent = _post_to_a_replica(ports, w + n, "/v1/incidents", body)
+                except Unanswered as lost:
                     with lock:
-                        acknowledged[marker] = answer["id"]
-                        answered_by[port] += 1
-                    search_elsewhere(marker, port)
-                    break
+                        unknown.append((marker, lost.port))
+                else:
+                    if sent:
+                        with lock:
+                            acknowledged[marker] = sent[1]["id"]
+                            answered_by[sent[0]] += 1
+                        search_elsewhere(marker, sent[0])
                 done.release()
 
         def writer(w: int) -> None:
