@@ -451,6 +451,13 @@ def bench_fts5(path: Path, records: list[dict[str, Any]], repeats: int, procs: i
 # ---------------------------------------------------------------- main
 
 
+def _print_breakdown(figures: dict[str, Any]) -> None:
+    """The per-kind percentiles and the slowest queries of one backend's run."""
+    for kind, kind_figures in figures["by_kind"].items():
+        print(f"  {kind:8s} p50 {kind_figures['p50_ms']:7.2f} ms  p95 {kind_figures['p95_ms']:7.2f} ms")
+    print("  slowest (median ms): " + "; ".join(f"{q} {ms}" for ms, q in figures["slowest"]))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print (and optionally save) the figures."""
     parser = argparse.ArgumentParser(prog="python -m bench.search_bench", description=__doc__.split("\n")[0])
@@ -497,9 +504,7 @@ def main(argv: list[str] | None = None) -> int:
               f"max {w['search']['max_ms']} ms over {w['queries']} queries (median "
               f"{w['matches_per_query']['median']} matches); the same query again p50 "
               f"{w['repeated_query']['p50_ms']} ms, p95 {w['repeated_query']['p95_ms']} ms", flush=True)
-        for kind, figures in w["by_kind"].items():
-            print(f"  {kind:8s} p50 {figures['p50_ms']:7.2f} ms  p95 {figures['p95_ms']:7.2f} ms")
-        print("  slowest (median ms): " + "; ".join(f"{q} {ms}" for ms, q in w["slowest"]))
+        _print_breakdown(w)
         if args.pg or args.pg_url:
             with contextlib.ExitStack() as stack:
                 url = _postgres_url(args, stack)
@@ -511,9 +516,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"p95 {g['search']['p95_ms']} ms, max {g['search']['max_ms']} ms over {g['queries']} queries; "
                       f"the same query again p50 {g['repeated_query']['p50_ms']} ms, "
                       f"p95 {g['repeated_query']['p95_ms']} ms", flush=True)
-                for kind, figures in g["by_kind"].items():
-                    print(f"  {kind:8s} p50 {figures['p50_ms']:7.2f} ms  p95 {figures['p95_ms']:7.2f} ms")
-                print("  slowest (median ms): " + "; ".join(f"{q} {ms}" for ms, q in g["slowest"]))
+                _print_breakdown(g)
                 print(f"side by side at {args.n}: search p50 whoosh {w['search']['p50_ms']} ms / postgresql "
                       f"{g['search']['p50_ms']} ms; p95 whoosh {w['search']['p95_ms']} ms / postgresql "
                       f"{g['search']['p95_ms']} ms")
