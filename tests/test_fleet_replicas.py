@@ -4,6 +4,7 @@ stored once and readable through every surviving replica; a token made once is s
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -11,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -29,6 +31,27 @@ def _start(home, port: int, url: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "dsdoctor.api.cli", "serve", "--port", str(port), "--workers", "2"],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
                             start_new_session=True)
+
+
+@contextlib.contextmanager
+def _replicas(tmp_path, url: str) -> Iterator[tuple[list[int], list[subprocess.Popen]]]:
+    """REPLICAS `dsdoctor serve` processes on one database, each with its own data directory; all
+    stopped at the end, the SIGKILLed one included."""
+    ports = [free_port() for _ in range(REPLICAS)]
+    procs = [_start(tmp_path / f"replica{n}", port, url) for n, port in enumerate(ports)]
+    try:
+        for port, proc in zip(ports, procs, strict=True):
+            wait_healthy(port, proc, seconds=90)
+        yield ports, procs
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _request(port: int, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
@@ -73,11 +96,7 @@ def _post_to_a_replica(ports: list[int], start: int, path: str, body: dict,
 
 def test_eight_writers_three_replicas_one_killed(pg_cluster, tmp_path, monkeypatch) -> None:
     url = pg_cluster.create_database()
-    ports = [free_port() for _ in range(REPLICAS)]
-    procs = [_start(tmp_path / f"replica{n}", port, url) for n, port in enumerate(ports)]
-    try:
-        for port, proc in zip(ports, procs, strict=True):
-            wait_healthy(port, proc, seconds=90)
+    with _replicas(tmp_path, url) as (ports, procs):
         acknowledged: dict[str, str] = {}  # job id -> diagnosis id
         unknown: list[tuple[str, int]] = []  # sent, connection lost before an answer: may or may not be stored
         refused: list[int] = []  # ports that refused a connection (the dead replica)
@@ -144,26 +163,13 @@ def test_eight_writers_three_replicas_one_killed(pg_cluster, tmp_path, monkeypat
         TokenStore(tmp_path / "admin").create("fleet", "diagnose")
         for port in (p for n, p in enumerate(ports) if n != KILLED):
             assert _request(port, "GET", "/v1/diagnoses")[0] == 401
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
 
 
 def test_incidents_eight_writers_three_replicas_one_killed(pg_cluster, tmp_path, monkeypatch) -> None:
     """Incidents through 3 replicas (8 writers, one replica SIGKILLed mid-run): every acknowledged incident
     is stored once, and a search through another replica finds it as soon as its write is answered."""
     url = pg_cluster.create_database()
-    ports = [free_port() for _ in range(REPLICAS)]
-    procs = [_start(tmp_path / f"replica{n}", port, url) for n, port in enumerate(ports)]
-    try:
-        for port, proc in zip(ports, procs, strict=True):
-            wait_healthy(port, proc, seconds=90)
+    with _replicas(tmp_path, url) as (ports, procs):
         acknowledged: dict[str, str] = {}  # marker -> incident id
         unknown: list[tuple[str, int]] = []
         not_found_at_once: list[tuple[str, int, dict]] = []
@@ -245,12 +251,3 @@ def test_incidents_eight_writers_three_replicas_one_killed(pg_cluster, tmp_path,
         assert counts.get("comm.slow_rank_exceeds_timeout") == len(set(stored_markers))
         facets = [_request(port, "GET", "/v1/incidents?q=watchdog&limit=1")[1]["facets"] for port in survivors]
         assert all(f == facets[0] for f in facets)
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
