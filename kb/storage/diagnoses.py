@@ -14,6 +14,7 @@ import binascii
 import datetime as dt
 import json
 import sqlite3
+import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,9 +127,23 @@ def _add_job_columns(conn: sqlite3.Connection) -> None:
     conn.executescript(_JOB_INDEXES)
 
 
+def _switch_to_wal(conn: sqlite3.Connection, seconds: float = 20.0) -> None:
+    """WAL mode, once per database file. Workers booting together race for it, and the switch needs
+    an exclusive lock that SQLite's busy handler does not always wait for: retry until it holds."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal":
+                return
+            conn.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def _sqlite_initialise(conn: sqlite3.Connection) -> None:
-    if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-        conn.execute("PRAGMA journal_mode = WAL")
+    _switch_to_wal(conn)
     conn.executescript(_SCHEMA)
     _add_job_columns(conn)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
