@@ -36,8 +36,6 @@ import itertools
 import json
 import subprocess
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -308,22 +306,6 @@ def print_loop(rows: list[Outcome]) -> None:
 CV_GRID = (0.0, 0.125, 0.25, 0.5, 1.0)
 
 
-@contextmanager
-def engine_override(**values: float) -> Iterator[None]:
-    """Within this block the engine runs with these kb/engine.yaml settings replaced."""
-    from dsdoctor.kb.inference import engine_settings
-
-    settings = engine_settings()
-    saved = {k: settings[k] for k in values if k in settings}
-    settings.update(values)
-    try:
-        yield
-    finally:
-        for k in values:
-            settings.pop(k, None)
-        settings.update(saved)
-
-
 def _fit(rows: list[Outcome]) -> float:
     return (_share(rows, "top1") or 0.0) + (_share(rows, "top3") or 0.0)
 
@@ -334,12 +316,14 @@ def cross_validate(cases: list[Case], kb, setting: str = "incident_weight",
     tie) and score the held-out batch with it. The held-out batch's documents are hidden throughout,
     and every case is scored as on its own batch's first contact: without any document of its batch
     (a batch holds each cause about once, so batch-mates would only ever be distractors)."""
+    from dsdoctor.kb.inference import engine_settings_replaced
+
     folds = []
     for test in sorted({c.batch for c in cases if c.batch is not None}):
         hidden = hidden_keys([c for c in cases if c.batch == test])
         runs = {}
         for value in grid:
-            with engine_override(**{setting: value}):
+            with engine_settings_replaced({setting: value}):
                 runs[value] = evaluate(cases, kb, loop=False, hidden=hidden, own_batch_hidden=True)
         train = {v: _fit([r for r in rows if r.case.batch != test]) for v, rows in runs.items()}
         best = max(grid, key=lambda v: (round(train[v], 9), -v))
@@ -353,9 +337,11 @@ def fit_all(cases: list[Case], kb, setting: str = "incident_weight",
             grid: tuple[float, ...] = CV_GRID) -> tuple[float, dict[float, float]]:
     """The value the same procedure chooses on every batch (each case without its batch's documents):
     the one to ship; the folds of :func:`cross_validate` say how well choosing this way generalises."""
+    from dsdoctor.kb.inference import engine_settings_replaced
+
     fits = {}
     for value in grid:
-        with engine_override(**{setting: value}):
+        with engine_settings_replaced({setting: value}):
             fits[value] = _fit(evaluate(cases, kb, loop=False, own_batch_hidden=True))
     return max(grid, key=lambda v: (round(fits[v], 9), -v)), fits
 

@@ -105,20 +105,10 @@ def run_case(kb, true_cause, posterior, policy, rng) -> tuple[float, int, str]:
 @contextlib.contextmanager
 def posterior_of(kind: str) -> Iterator[None]:
     """``model``: rank with the simulated world's own exact posterior; ``engine``: as for real reports."""
-    from dsdoctor.kb.inference import engine_settings
+    from dsdoctor.kb.inference import engine_settings_replaced
 
-    if kind == "engine":
+    with engine_settings_replaced({} if kind == "engine" else MODEL_POSTERIOR):
         yield
-        return
-    settings = engine_settings()
-    saved = {k: settings[k] for k in MODEL_POSTERIOR if k in settings}
-    settings.update(MODEL_POSTERIOR)
-    try:
-        yield
-    finally:
-        for k in MODEL_POSTERIOR:
-            settings.pop(k, None)
-        settings.update(saved)
 
 
 def simulate(kb: KnowledgeBase, trials: int, seed: int, posterior: str = "model") -> dict[str, dict[str, float]]:

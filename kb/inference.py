@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -48,6 +50,21 @@ def engine_settings() -> dict[str, float]:
     """The engine's numeric settings (kb/engine.yaml)."""
     with SETTINGS_FILE.open(encoding="utf-8") as fh:
         return {k: float(v) for k, v in yaml.safe_load(fh).items()}
+
+
+@contextmanager
+def engine_settings_replaced(values: Mapping[str, float]) -> Iterator[None]:
+    """Within this block the engine runs with these kb/engine.yaml settings replaced (benches
+    and cross-validation); the cached settings are restored, absent keys removed, on the way out."""
+    settings = engine_settings()
+    saved = {k: settings[k] for k in values if k in settings}
+    settings.update(values)
+    try:
+        yield
+    finally:
+        for k in values:
+            settings.pop(k, None)
+        settings.update(saved)
 
 
 @dataclass
