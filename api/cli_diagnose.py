@@ -72,7 +72,7 @@ def _diagnose_here(evidence, log_files, *, fmt: str, lang: str, top: int) -> Non
     from dsdoctor.kb.diagnosis import diagnose as run_diagnosis
 
     use_disk_cache()
-    site_counts, similar = _site_history()
+    site_counts, similar = site_history()
     total = sum(p.stat().st_size for _, p in log_files)
     with _progress(total) as advance:
         result = run_diagnosis(evidence, log_files=log_files, lang=lang, top=top, progress=advance,
@@ -85,7 +85,7 @@ def _diagnose_here(evidence, log_files, *, fmt: str, lang: str, top: int) -> Non
         click.echo(render_text(result, lang, stored=False), nl=False)
 
 
-def _site_history():
+def site_history():
     """Site priors and similar incidents from an incident store that already exists.
 
     The command line never creates or seeds a store (that would index Chinese seed text and pay

@@ -33,7 +33,7 @@ LABELS = {
 }
 
 
-def _valid_causes() -> frozenset[str]:
+def catalog_cause_ids() -> frozenset[str]:
     """Cause IDs a record may name: the knowledge base's causes, else the vendored catalog."""
     try:
         from dsdoctor.kb.loader import get_kb
@@ -58,7 +58,7 @@ def _store() -> Any:
     from dsdoctor.api.settings import home
     from dsdoctor.kb.incidents.store import IncidentStore
 
-    return IncidentStore(home(), valid_causes=_valid_causes)
+    return IncidentStore(home(), valid_causes=catalog_cause_ids)
 
 
 def _emit_json(data: Any) -> None:

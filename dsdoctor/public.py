@@ -220,12 +220,12 @@ def diagnose(evidence: Mapping[str, Any] | PathLike | None = None, *, text: str 
 
 
 def _run(evidence: dict[str, Any], files: tuple[Path, ...], *, lang: str, top: int, history: bool) -> Diagnosis:
-    from dsdoctor.api.cli_diagnose import _site_history
+    from dsdoctor.api.cli_diagnose import site_history
     from dsdoctor.api.cli_rules import use_disk_cache
     from dsdoctor.kb.diagnosis import diagnose as run_diagnosis
 
     use_disk_cache()
-    site_counts, similar = _site_history() if history else (None, None)
+    site_counts, similar = site_history() if history else (None, None)
     result = run_diagnosis(evidence, log_files=[(p.stem, p) for p in files], lang=lang, top=top,
                            site_counts=site_counts, similar=similar)
     return Diagnosis(result, evidence, files, lang, top, history)
@@ -242,10 +242,10 @@ def search_incidents(query: str = "", *, cause: str | Iterable[str] | None = Non
     search``; a new store starts with the shipped seed incidents). Each item is an incident record
     plus ``score`` and ``highlights``.
     """
-    from dsdoctor.api.cli_incidents import _valid_causes
+    from dsdoctor.api.cli_incidents import catalog_cause_ids
     from dsdoctor.kb.incidents.store import IncidentStore
     from dsdoctor.kb.storage.settings import home as default_home
 
     where = Path(home) if home is not None else default_home()
-    with IncidentStore(where, valid_causes=_valid_causes) as store:
+    with IncidentStore(where, valid_causes=catalog_cause_ids) as store:
         return store.search(query, cause=cause, limit=limit)["items"]

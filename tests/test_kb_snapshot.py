@@ -107,4 +107,4 @@ def test_the_command_line_looks_for_the_store_under_the_stores_own_file_name():
     from dsdoctor.api import cli_diagnose
     from dsdoctor.kb.incidents.store import DB_FILE
 
-    assert f'"{DB_FILE}"' in inspect.getsource(cli_diagnose._site_history)
+    assert f'"{DB_FILE}"' in inspect.getsource(cli_diagnose.site_history)
