@@ -10,8 +10,12 @@ value reaches a confident diagnosis at about a third of the cost of cheapest-fir
 better accuracy. Experiments whose outcome is already known are skipped.
 
 With ``planner_focus`` k > 0 the gain that is ranked is :func:`focused_gain`: information about
-which of the k leading causes it is, or that it is none of them. Checks that only tell improbable
-causes apart then gain nothing, and what confirms or refutes the leader against its rival wins.
+which of the k leading causes it is, or, when it is none of them, which domain (memory, comm,
+config, ...) holds it (``planner_rest_by_domain``; else the rest is one hypothesis). Checks that only
+tell improbable causes of one domain apart then gain nothing; what confirms or refutes the leader
+wins, and so does a bisection that tells whole domains apart, which bears on every cause of them.
+The gain is weighed on the posterior raised to ``planner_posterior_power`` (< 1: flatter), so the
+causes the answer's sharpened posterior squeezes still count when the leader is wrong.
 
 :func:`plan` is what a diagnosis shows: it also skips experiments the evidence already settles
 (an outcome's ``settled_by`` symptom was seen), leaves out proposals below the information floor
@@ -22,6 +26,7 @@ makes its fix and regression check the next step.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from dsdoctor.kb.inference import UNEXPLAINED, engine_settings
@@ -87,36 +92,48 @@ def information_gain(experiment: Experiment, posterior: dict[str, float],
     return max(0.0, h_now - expected), forecasts
 
 
-def focused_gain(experiment: Experiment, posterior: dict[str, float], leaders: list[str]) -> float:
-    """Expected information about which of ``leaders`` is the cause, or that none of them is: the
-    other causes (and c0) are one hypothesis whose outcome distribution is their mixture. An
-    experiment that only reshuffles improbable causes among themselves gains nothing here."""
+def partition_gain(experiment: Experiment, posterior: dict[str, float], group: Callable[[str], str]) -> float:
+    """Expected information about which block of a partition of the hypotheses holds the cause: the
+    causes ``group`` maps to one key are one hypothesis whose outcome distribution is their mixture."""
     ids, default_row, rows = experiment.outcome_rows
-    lead = set(leaders)
-    groups: list[tuple[float, list[float]]] = []
-    rest_p, rest_row = 0.0, [0.0] * len(ids)
+    blocks: dict[str, tuple[float, list[float]]] = {}
     for cause, p in posterior.items():
         if p <= 0.0:
             continue
-        row = [q or 0.0 for q in (default_row if cause == UNEXPLAINED else rows.get(cause, default_row))]
-        if cause in lead:
-            groups.append((p, row))
-        else:
-            rest_p += p
-            rest_row = [a + p * q for a, q in zip(rest_row, row, strict=True)]
-    if rest_p > 0.0:
-        groups.append((rest_p, [a / rest_p for a in rest_row]))
-    total = sum(p for p, _ in groups)
+        row = default_row if cause == UNEXPLAINED else rows.get(cause, default_row)
+        key = group(cause)
+        mass, mixed = blocks.get(key, (0.0, [0.0] * len(ids)))
+        blocks[key] = (mass + p, [a + p * (q or 0.0) for a, q in zip(mixed, row, strict=True)])
+    total = sum(mass for mass, _ in blocks.values())
     if total <= 0.0:
         return 0.0
-    h_now = entropy({str(k): p / total for k, (p, _) in enumerate(groups)})
+    h_now = entropy({key: mass / total for key, (mass, _) in blocks.items()})
     expected = 0.0
     for k in range(len(ids)):
-        joint = [p / total * row[k] for p, row in groups if row[k] > 0.0]
+        joint = [mixed[k] / total for _, mixed in blocks.values() if mixed[k] > 0.0]
         p_o = sum(joint)
         if p_o > 0.0:
             expected += p_o * math.log2(p_o) - sum(j * math.log2(j) for j in joint)
     return max(0.0, h_now - expected)
+
+
+def domain(cause: str) -> str:
+    """The domain of a cause id (``comm.network_interface`` -> ``comm``); c0 is its own."""
+    return cause.split(".", 1)[0]
+
+
+def focused_gain(experiment: Experiment, posterior: dict[str, float], leaders: list[str],
+                 by_domain: bool = False) -> float:
+    """Expected information about which of ``leaders`` is the cause, or that none of them is: the
+    other causes (and c0) are one hypothesis whose outcome distribution is their mixture, or with
+    ``by_domain`` one hypothesis per domain (memory, comm, config, ...). An experiment that only
+    reshuffles improbable causes of one domain among themselves gains nothing here; one that tells
+    whole domains apart does, as the bisection a person runs (one GPU or all, one node or many,
+    config or code) first narrows the domain."""
+    lead = set(leaders)
+    if by_domain:
+        return partition_gain(experiment, posterior, lambda c: c if c in lead else "rest:" + domain(c))
+    return partition_gain(experiment, posterior, lambda c: c if c in lead else "rest")
 
 
 def leading_causes(posterior: dict[str, float], limit: int = 6) -> list[str]:
@@ -151,25 +168,42 @@ def propose(
     settings = engine_settings()
     bit_value = settings["bit_value_gpu_minutes"]
     focus = int(settings.get("planner_focus", 0))
-    key = (tuple(posterior.items()), done, top, bit_value, min_gain, focus)
+    by_domain = bool(settings.get("planner_rest_by_domain", 0))
+    power = settings.get("planner_posterior_power", 1.0)
+    key = (tuple(posterior.items()), done, top, bit_value, min_gain, focus, by_domain, power)
     return list(memo(kb.cache, "proposal_memo", PROPOSAL_MEMO_SIZE).get_or_compute(
-        key, lambda: _propose(kb, posterior, done, top, bit_value, min_gain, focus)))
+        key, lambda: _propose(kb, posterior, done, top, bit_value, min_gain, focus, by_domain, power)))
+
+
+def planning_posterior(posterior: dict[str, float], power: float) -> dict[str, float]:
+    """The posterior the planner weighs: raised to ``power`` (< 1 flattens) and renormalised."""
+    if power == 1.0:
+        return dict(posterior)
+    raised = {c: p ** power for c, p in posterior.items() if p > 0.0}
+    total = sum(raised.values()) or 1.0
+    return {c: p / total for c, p in raised.items()}
 
 
 def _propose(kb: KnowledgeBase, posterior: dict[str, float], done: frozenset[str], top: int,
-             bit_value: float, min_gain: float, focus: int = 0) -> list[Proposal]:
+             bit_value: float, min_gain: float, focus: int = 0, by_domain: bool = False,
+             power: float = 1.0) -> list[Proposal]:
     # causes below 1e-5 cannot change an expected gain measurably; leaving them out halves the work
     posterior = {c: p for c, p in posterior.items() if p >= 1e-5}
     h_now = entropy(posterior)
     leaders = leading_causes(posterior)
     focused = leading_causes(posterior, limit=focus) if focus > 0 else []
+    # the gain is weighed on the planning posterior; what an outcome is forecast to be, on the answer's own
+    weighed = planning_posterior(posterior, power)
+    h_weighed = entropy(weighed)
     proposals = []
     for experiment in kb.experiments.values():
         if experiment.id in done or getattr(experiment, "status", "active") != "active":
             continue
         gain, forecasts = information_gain(experiment, posterior, h_now)
         if focused:
-            gain = focused_gain(experiment, posterior, focused)
+            gain = focused_gain(experiment, weighed, focused, by_domain)
+        elif power != 1.0:
+            gain = information_gain(experiment, weighed, h_weighed)[0]
         if gain < max(min_gain, 1e-3):
             continue
         proposals.append(

@@ -48,3 +48,36 @@ def test_cheap_checks_below_the_floor_do_not_hide_an_informative_costlier_one(re
     steps = plan(kb, posterior, {})
     assert [p.experiment.id for p in steps.proposals] == ["x.decisive"]
     assert steps.proposals[0].score < 0  # shown although its net value is negative: it is the only next step
+
+
+def test_a_check_that_splits_whole_domains_of_the_tail_gains_when_the_rest_is_grouped_by_domain(real_kb):
+    by_domain: dict[str, list[str]] = {}
+    for cause in sorted(real_kb.causes):
+        by_domain.setdefault(cause.split(".")[0], []).append(cause)
+    mem, comm = by_domain["memory"], by_domain["comm"]
+    lead = by_domain["config"][0]
+    posterior = {lead: 0.6, mem[0]: 0.1, mem[1]: 0.1, comm[0]: 0.1, comm[1]: 0.1}
+    # says "yes" for every memory cause and "no" for every comm cause: a bisection between domains
+    split = _experiment("x.split", 1, {**{c: {"yes": 0.9, "no": 0.1} for c in mem[:2]},
+                                       **{c: {"yes": 0.1, "no": 0.9} for c in comm[:2]},
+                                       lead: {"yes": 0.5, "no": 0.5}})
+    # tells two causes of one domain apart, and says nothing about the other causes: nothing about the domain
+    within = _experiment("x.within", 1, {mem[0]: {"yes": 0.9, "no": 0.1}, mem[1]: {"yes": 0.1, "no": 0.9},
+                                         **{c: {"yes": 0.5, "no": 0.5} for c in [lead, *comm[:2]]}})
+    assert focused_gain(split, posterior, [lead], by_domain=True) > 0.2
+    assert focused_gain(split, posterior, [lead]) < 0.05  # one lump: memory and comm average out
+    assert focused_gain(within, posterior, [lead], by_domain=True) < 0.05
+    # with every cause in focus grouping changes nothing
+    assert focused_gain(split, posterior, list(posterior), by_domain=True) == pytest.approx(
+        information_gain(split, posterior)[0])
+
+
+def test_the_planning_posterior_flattens_but_keeps_the_order():
+    from dsdoctor.kb.planner import planning_posterior
+
+    posterior = {"a": 0.9, "b": 0.08, "c": 0.02}
+    flat = planning_posterior(posterior, 0.5)
+    assert sum(flat.values()) == pytest.approx(1.0)
+    assert flat["a"] > flat["b"] > flat["c"]
+    assert flat["a"] < 0.9 and flat["c"] > 0.02
+    assert planning_posterior(posterior, 1.0) == posterior
