@@ -306,14 +306,22 @@ def print_loop(rows: list[Outcome]) -> None:
 CV_GRID = (0.0, 0.125, 0.25, 0.5, 1.0)
 
 
-def _fit(rows: list[Outcome]) -> float:
+#: settings that only move the probabilities, not the order: chosen by calibration, not accuracy
+CALIBRATION_SETTINGS = frozenset({"posterior_temperature"})
+
+
+def _fit(rows: list[Outcome], setting: str = "incident_weight") -> float:
+    """What cross-validation maximises: top-1 + top-3, or minus the expected calibration error for a
+    setting that only moves the probabilities (``CALIBRATION_SETTINGS``)."""
+    if setting in CALIBRATION_SETTINGS:
+        return -calibration(rows)[1] if rows else 0.0
     return (_share(rows, "top1") or 0.0) + (_share(rows, "top3") or 0.0)
 
 
 def cross_validate(cases: list[Case], kb, setting: str = "incident_weight",
                    grid: tuple[float, ...] = CV_GRID) -> list[dict[str, Any]]:
-    """Per batch: choose ``setting`` on the other batches (best top-1 + top-3, the smaller value on a
-    tie) and score the held-out batch with it. The held-out batch's documents are hidden throughout,
+    """Per batch: choose ``setting`` on the other batches (best top-1 + top-3, or lowest calibration
+    error for a calibration setting; the smaller value on a tie) and score the held-out batch with it. The held-out batch's documents are hidden throughout,
     and every case is scored as on its own batch's first contact: without any document of its batch
     (a batch holds each cause about once, so batch-mates would only ever be distractors)."""
     from dsdoctor.kb.inference import engine_settings_replaced
@@ -325,11 +333,13 @@ def cross_validate(cases: list[Case], kb, setting: str = "incident_weight",
         for value in grid:
             with engine_settings_replaced({setting: value}):
                 runs[value] = evaluate(cases, kb, loop=False, hidden=hidden, own_batch_hidden=True)
-        train = {v: _fit([r for r in rows if r.case.batch != test]) for v, rows in runs.items()}
+        train = {v: _fit([r for r in rows if r.case.batch != test], setting) for v, rows in runs.items()}
         best = max(grid, key=lambda v: (round(train[v], 9), -v))
         held = {v: [r for r in rows if r.case.batch == test] for v, rows in runs.items()}
         folds.append({"test": test, "chosen": best, "train_fit": train, **summary(held[best]),
-                      "without": summary(held[min(grid)]), "held_out": {v: summary(rows) for v, rows in held.items()}})
+                      "ece": calibration(held[best])[1],
+                      "without": summary(held[min(grid)]),
+                      "held_out": {v: {**summary(rows), "ece": calibration(rows)[1]} for v, rows in held.items()}})
     return folds
 
 
@@ -342,21 +352,24 @@ def fit_all(cases: list[Case], kb, setting: str = "incident_weight",
     fits = {}
     for value in grid:
         with engine_settings_replaced({setting: value}):
-            fits[value] = _fit(evaluate(cases, kb, loop=False, own_batch_hidden=True))
+            fits[value] = _fit(evaluate(cases, kb, loop=False, own_batch_hidden=True), setting)
     return max(grid, key=lambda v: (round(fits[v], 9), -v)), fits
 
 
 def print_cross_validation(folds: list[dict[str, Any]], setting: str = "incident_weight") -> None:
-    print(f"   cross-validation of {setting} (fit top-1 + top-3 on the other batches, score the held-out one):")
+    aim = "lowest calibration error" if setting in CALIBRATION_SETTINGS else "top-1 + top-3"
+    print(f"   cross-validation of {setting} (fit {aim} on the other batches, score the held-out one):")
     for f in folds:
         fits = ", ".join(f"{v:g}: {x:.3f}" for v, x in f["train_fit"].items())
         w = f["without"]
         print(f"   held-out batch {f['test']}: chosen {f['chosen']:g} (train fit {fits})")
         print(f"      held-out n {f['n']}: top-1 {_pct(f['top1'])} top-3 {_pct(f['top3'])} "
-              f"desc-only top-3 {_pct(f['description_only_top3'])} zh top-3 {_pct(f['chinese_top3'])}"
+              f"desc-only top-3 {_pct(f['description_only_top3'])} zh top-3 {_pct(f['chinese_top3'])} "
+              f"calibration error {f['ece']:.3f}"
               f"   | at {min(f['train_fit']):g}: top-1 {_pct(w['top1'])} top-3 {_pct(w['top3'])}")
-        every = ", ".join(f"{v:g}: {_pct(x['top1']).strip()}/{_pct(x['top3']).strip()}" for v, x in f["held_out"].items())
-        print(f"      held-out top-1/top-3 at every value (not used for the choice): {every}")
+        every = ", ".join(f"{v:g}: {_pct(x['top1']).strip()}/{_pct(x['top3']).strip()}/{x['ece']:.3f}"
+                          for v, x in f["held_out"].items())
+        print(f"      held-out top-1/top-3/calibration error at every value (not used for the choice): {every}")
 
 
 def read_first_contact() -> list[dict[str, Any]]:
@@ -401,7 +414,11 @@ def main() -> None:
     parser.add_argument("--devset", type=Path, default=DEVSET_DIR)
     parser.add_argument("--no-loop", action="store_true", help="skip the closed-loop run")
     parser.add_argument("--cross-validate", action="store_true",
-                        help="choose incident_weight on two batches, score the third, per fold (no loop)")
+                        help="choose a setting on the other batches, score the held-out one, per fold (no loop)")
+    parser.add_argument("--setting", default="incident_weight",
+                        help="the kb/engine.yaml setting --cross-validate chooses (default incident_weight; "
+                             "posterior_temperature is chosen by calibration error)")
+    parser.add_argument("--grid", help="comma-separated values to try (default: 0, 0.125, 0.25, 0.5, 1)")
     parser.add_argument("--export-incidents", action="store_true",
                         help=f"write the corpus as public incidents to {PUBLIC_INCIDENTS.relative_to(ROOT)}")
     args = parser.parse_args()
@@ -426,8 +443,9 @@ def main() -> None:
     # nor is an unscored batch a document for anything
     hidden = hidden_keys([c for c in load_cases(CORPUS_DIR) if c.batch is not None and c.batch not in recorded])
     if args.cross_validate:
-        print_cross_validation(cross_validate(cases, kb))
-        chosen, fits = fit_all(cases, kb)
+        grid = tuple(float(v) for v in args.grid.split(",")) if args.grid else CV_GRID
+        print_cross_validation(cross_validate(cases, kb, args.setting, grid), args.setting)
+        chosen, fits = fit_all(cases, kb, args.setting, grid)
         print(f"   on all batches: chosen {chosen:g} (fit {', '.join(f'{v:g}: {x:.3f}' for v, x in fits.items())})")
         return
     rows = evaluate(cases, kb, loop=not args.no_loop, hidden=hidden)
