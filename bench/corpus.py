@@ -77,6 +77,7 @@ class Outcome:
     top_probability: float
     first_experiment: str | None = None
     first_bears: bool = False
+    first_discriminates: bool = False  # ... and the label's predicted outcomes differ from the default's
     loop_confident: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -160,6 +161,28 @@ def _bears_on(kb, experiment_id: str, label: str) -> bool:
     return exp is not None and any(catalog_cause(kb, c) == label for c in exp.expects)
 
 
+#: total-variation distance from the default above which an experiment's row for a cause says something
+DISCRIMINATES = 0.1
+
+
+def discriminates(kb, step: str | None, label: str) -> bool:
+    """Does the first step's outcome depend on the label: its row for the label (or a finer cause of
+    it) differs from the experiment's default by at least ``DISCRIMINATES``? A fix step does when it
+    is the label's. Stricter than bearing: an experiment may list a cause with the default's odds."""
+    from dsdoctor.kb.diagnosis import catalog_cause
+
+    if step is None:
+        return False
+    if step.startswith("fix:"):
+        return catalog_cause(kb, step[4:]) == label
+    exp = kb.experiments.get(step)
+    if exp is None:
+        return False
+    rows = [d for c, d in exp.expects.items() if catalog_cause(kb, c) == label]
+    return any(sum(abs(d.get(o, 0.0) - exp.default.get(o, 0.0)) for o in {*d, *exp.default}) / 2 >= DISCRIMINATES
+               for d in rows)
+
+
 def first_step(kb, diagnosis: dict[str, Any], label: str) -> tuple[str | None, bool]:
     """The answer's first step and whether it bears on the labelled cause: the first proposed
     experiment (it lists the label among the causes it separates), or, once the leading cause is
@@ -215,6 +238,7 @@ def _evaluate_one(case: Case, kb, loop: bool) -> Outcome:
     ranked = _catalog_probabilities(kb, diagnosis)
     result = Outcome(case, [c for c, _ in ranked], ranked[0][1] if ranked else 0.0)
     result.first_experiment, result.first_bears = first_step(kb, diagnosis, case.label)
+    result.first_discriminates = discriminates(kb, result.first_experiment, case.label)
     if loop:
         result.loop_confident = _closed_loop(kb, evidence, diagnosis, case.label)
     return result
@@ -299,7 +323,8 @@ def print_calibration(rows: list[Outcome]) -> None:
 def print_loop(rows: list[Outcome]) -> None:
     print(f"   closed loop (<= {LOOP_STEPS} experiments, KB's most likely outcome for the label): "
           f"ends on the label at p >= {CONFIDENT}: {_pct(_share(rows, 'loop_confident'))}; "
-          f"first experiment bears on the label: {_pct(_share(rows, 'first_bears'))}")
+          f"first experiment bears on the label: {_pct(_share(rows, 'first_bears'))} "
+          f"(its outcome depends on the label: {_pct(_share(rows, 'first_discriminates'))})")
 
 
 #: the values of ``incident_weight`` cross-validation tries (0 = the public incidents say nothing)

@@ -180,3 +180,24 @@ def test_cross_validation_chooses_on_the_other_batches_and_hides_the_held_out_on
     for _, hidden in calls:
         assert sum(f"o/r#{40 + b}" in hidden for b in (1, 2, 3)) >= 1
     assert any({"o/r#41", "o/r#42"} <= hidden for _, hidden in calls)
+
+
+def test_an_experiment_that_lists_the_label_with_the_default_odds_bears_but_does_not_discriminate():
+    kb = get_kb()
+    listed_at_default = next((e.id, c) for e in kb.experiments.values() for c, d in e.expects.items()
+                             if sum(abs(d.get(o, 0) - e.default.get(o, 0)) for o in e.default) / 2 < 0.02)
+    telling = next((e.id, c) for e in kb.experiments.values() for c, d in e.expects.items()
+                   if sum(abs(d.get(o, 0) - e.default.get(o, 0)) for o in e.default) / 2 > 0.5)
+    assert corpus._bears_on(kb, *listed_at_default) and not corpus.discriminates(kb, *listed_at_default)
+    assert corpus._bears_on(kb, *telling) and corpus.discriminates(kb, *telling)
+    assert corpus.discriminates(kb, "fix:memory.fragmentation", "memory.fragmentation")
+    assert not corpus.discriminates(kb, "fix:memory.fragmentation", "memory.leak_across_steps")
+    assert not corpus.discriminates(kb, None, "memory.fragmentation")
+
+
+def test_a_calibration_setting_is_fitted_by_calibration_error_not_accuracy():
+    # the same accuracy, one honest and one overconfident: only the calibration fit tells them apart
+    honest = [_outcome("a.b", ["a.b"], 0.5), _outcome("a.b", ["x"], 0.5)]
+    boastful = [_outcome("a.b", ["a.b"], 0.99), _outcome("a.b", ["x"], 0.99)]
+    assert corpus._fit(honest) == corpus._fit(boastful)
+    assert corpus._fit(honest, "posterior_temperature") > corpus._fit(boastful, "posterior_temperature")
