@@ -34,10 +34,11 @@ from dsdoctor.rules import (
 from dsdoctor.rules.collect import Collector, SourceState
 from dsdoctor.rules.context import LEADING_RANK, LineContext, SourceHint, parse_prefix, source_hint, untimed
 from dsdoctor.rules.loader import default_rules
-from dsdoctor.rules.matcher import LineMatcher, cached_fingerprint, cached_matcher
+from dsdoctor.rules.matcher import LineMatcher, RuleMatch, cached_fingerprint, cached_matcher
 from dsdoctor.rules.model import Extraction
 from dsdoctor.rules.ruleset import Rule, RuleSet
 from dsdoctor.rules.settings import Settings, load_settings
+from dsdoctor.rules.units import parse_int
 
 ProgressCallback = Callable[[int], None]
 _LEADING_RANK_AT = LEADING_RANK.match
@@ -65,6 +66,8 @@ class _LookbackCache:
 
 #: what the read loop needs to know about a line hit by some rules (see :meth:`_Plan.line_kind`)
 LineKind = tuple[bool, int, bool, list[Rule], bool, bool, bool]
+#: (what re-confirms a light record's line, the indexes of rules whose rank capture must agree)
+_LightPlan = tuple[tuple[LineMatcher, tuple[int, ...]], list[int]]
 
 
 class _Plan:
@@ -82,6 +85,23 @@ class _Plan:
                              for r, anchored, rep in zip(matcher.rules, matcher.anchored, self.repeatable, strict=True)]
         # (rule indexes hitting one line) -> what the read loop needs to know about such a line
         self.line_kinds: dict[tuple[int, ...], LineKind] = {}
+        fields = settings.derive["fields"]
+        read_names = {*fields["world_size"], *fields["nodes"], *fields["series"]}
+        self.lightable = [_lightable(r, read_names) for r in matcher.rules]
+        self.lights: dict[tuple[int, ...], _LightPlan | None] = {}
+
+    def light_plan(self, indexes: tuple[int, ...]) -> _LightPlan | None:
+        """For a line hit by ``indexes`` whose symptoms may get light records (rules/compact.py): what
+        re-confirms it when shown and the rules whose rank capture must name the line's rank. ``None``
+        when such a line is always read in full."""
+        if indexes in self.lights:
+            return self.lights[indexes]
+        plan = None
+        if all(self.lightable[k] and not self.context_only[k] for k in indexes):
+            plan = ((self.matcher, indexes), [k for k in indexes if self.rank_capture[k]])
+        if len(self.lights) < 4096:
+            self.lights[indexes] = plan
+        return plan
 
     def line_kind(self, indexes: tuple[int, ...]) -> LineKind:
         """For a line hit by ``indexes``: (only context-only rules, sampling key, a progress rule among
@@ -217,6 +237,8 @@ class _Reader:
         self.confirmed: dict[str, int] = {}  # confirmations per rule id in this source
         self.parsed: dict[int, LineContext] = {}  # source offset -> prefix of a recently parsed hit line
         self.ready: dict[_Plan, set[tuple[int, ...]]] = {}  # per plan: hit sets past ``repeat_after``
+        self.rank_sets: dict[_Plan, dict[tuple[int, ...], list[set[int]]]] = {}
+        self.quiet: set[int] = set()
         windows = _ProgressWindows()
         last_byte = b"\n"
         for number, (buf, begin, end) in enumerate(self.chunks(stream)):
@@ -314,6 +336,10 @@ class _Reader:
         ready = self.ready.setdefault(plan, set())  # hit sets whose symptom rules were all confirmed often
         leading = _LEADING_RANK_AT
         shortcuts = self.shortcuts
+        rank_sets = self.rank_sets.setdefault(plan, {})  # hit set -> the rank sets of its symptoms' events
+        tally: dict[tuple[int, ...], int] = {}  # hit set -> lines of it only counted
+        quiet = self.quiet  # ranks that erred and have no open traceback: their traceback lines are skipped
+        skipped = 0
         while i < n:
             at, first = hits[i]
             i += 1
@@ -335,24 +361,57 @@ class _Reader:
                 if count > full_lines and not keep(count):
                     if progress and stop_on_sampling:  # from here on the caller samples progress by window
                         start = max(chunk.rfind(b"\n", begin, end) + 1, begin)
+                        self._flush(src, plan, tally, skipped)
                         return lineno + chunk.count(b"\n", counted, start), start
                     seen[key] = count
                     continue
                 seen[key] = count
             start = max(chunk.rfind(b"\n", begin, end) + 1, begin)
+            ctx = None
             # the rank of a line that starts with torchrun's [rankN]: (rules.context.leading_rank), read in place
             m = leading(chunk, start) if shortcuts and (structure or rank_countable) else None
             rank = int(m.group(1)) if m is not None else None
             if rank is not None:  # the participant is known without parsing the prefix: try to only count it
-                if structure and collector.skip_traceback_of(src, ("r", rank)):
-                    continue
-                if rank_countable and (indexes in ready or _often(confirmed, symptom_objs, repeat_after, ready, indexes)) \
-                        and collector.repeat_of(src, ("r", rank), symptom_objs):
-                    continue
-            line = chunk[start:end]
-            if line.endswith(b"\r"):
-                line = line[:-1]
-            ctx = parse_prefix(line)
+                if structure:
+                    if rank in quiet:
+                        skipped += 1
+                        continue
+                    if collector.skip_traceback_of(src, ("r", rank)):
+                        quiet.add(rank)
+                        continue
+                elif rank_countable and (indexes in ready or _often(confirmed, symptom_objs, repeat_after, ready,
+                                                                    indexes)):
+                    holders = rank_sets.get(indexes)
+                    if holders is None:
+                        holders = rank_sets[indexes] = [collector.ranks_with(r.symptom or "") for r in symptom_objs]
+                    for ranks in holders:
+                        if rank not in ranks:
+                            break
+                    else:  # every symptom of the line has an event on this rank: count the line
+                        tally[indexes] = tally.get(indexes, 0) + 1
+                        continue
+                    light = plan.lights[indexes] if indexes in plan.lights else plan.light_plan(indexes)
+                    if light is not None:
+                        line = chunk[start:end]
+                        if line.endswith(b"\r"):
+                            line = line[:-1]
+                        ctx = parse_prefix(line)
+                        if ctx.rank == rank and ctx.node is None and ctx.local_rank is None and not ctx.kernel \
+                                and src.hint.node is None and _names_rank(confirm, light[1], line, ctx, rank):
+                            lineno += chunk.count(b"\n", counted, start)
+                            counted = start
+                            if collector.light(src, rank, ctx, symptom_objs, lineno + 1, origin + start, end - start,
+                                               light[0], lambda s=start: self._lookback(chunk, s, floor, origin, cache)):
+                                if len(line) == end - start:
+                                    if len(parsed) >= 256:
+                                        parsed.clear()
+                                    parsed[origin + start] = ctx
+                                continue
+            if ctx is None:
+                line = chunk[start:end]
+                if line.endswith(b"\r"):
+                    line = line[:-1]
+                ctx = parse_prefix(line)
             if len(line) == end - start:  # a later lookback may need this line's time: parsed once
                 if len(parsed) >= 256:
                     parsed.clear()
@@ -380,7 +439,18 @@ class _Reader:
                 continue
             collector.on_line(src, line, lineno + 1, ctx, matches,
                               lambda s=start: self._lookback(chunk, s, floor, origin, cache))
+            touched = collector.touched
+            if touched is not None and touched[0] == "r":
+                quiet.discard(touched[1])  # its stream may hold an open traceback again
+        self._flush(src, plan, tally, skipped)
         return lineno + chunk.count(b"\n", counted, limit), None
+
+    def _flush(self, src: SourceState, plan: _Plan, tally: dict[tuple[int, ...], int], skipped: int) -> None:
+        """Add the lines one call of :meth:`_chunk` only counted (nothing reads the counts meanwhile)."""
+        count = self.collector.count_repeats
+        for indexes, lines in tally.items():
+            count(src, plan.line_kinds[indexes][3] if indexes in plan.line_kinds else plan.line_kind(indexes)[3], lines)
+        src.other_lines += skipped
 
     def _lookback(self, chunk: bytes, start: int, begin: int, origin: int,
                   cache: _LookbackCache) -> tuple[datetime | None, bool]:
@@ -407,6 +477,16 @@ class _Reader:
             cache.time, cache.year_known = found
         cache.upto = origin + start
         return (cache.time, cache.year_known) if cache.time is not None else (None, True)
+
+
+def _names_rank(confirm: Callable[..., RuleMatch | None], indexes: list[int], line: bytes, ctx: LineContext,
+                rank: int) -> bool:
+    """Do the rank captures of these rules (when any) confirm on the line and name ``rank``?"""
+    for index in indexes:
+        m = confirm(index, line, ctx.message_start)
+        if m is None or parse_int(m.groups.get("rank")) != rank:
+            return False
+    return True
 
 
 def _often(confirmed: dict[str, int], rules: list[Rule], repeat_after: int, ready: set[tuple[int, ...]],
@@ -468,6 +548,13 @@ def _repeatable(rule: Rule, anchored: bool, settings: Settings, allow_rank: bool
             and rule.symptom not in cfg["overflow_symptoms"] and rule.symptom not in cfg["oom_symptoms"])
 
 
+def _lightable(rule: Rule, read_names: set[str]) -> bool:
+    """May this rule's first line on a rank become a light record? A log rule whose captures no job fact
+    or numeric series reads (the caller also needs it counted-repeatable or capturing only the rank)."""
+    return (rule.kind == "log" and bool(rule.symptom) and not (read_names & set(rule.fields))
+            and not any(f"(?P<{name}>" in rule.pattern for name in read_names))
+
+
 def _sniff(head: bytes) -> str | None:
     for magic, what in _MAGIC:
         if head.startswith(magic):
@@ -524,6 +611,7 @@ class _Extractor:
         ranks and numbers. Such a source never counts as supplied logs (nothing is absent from it)."""
         data = text.encode("utf-8", "surrogatepass")
         src = self.collector.begin_source(name, SourceHint(name=name, kind="description"))
+        self.collector.rereads[src.index] = _in_bytes(data)
         src.reliability = reliability
         self.reader.read(src, io.BytesIO(data), len(data))
 
@@ -539,6 +627,7 @@ class _Extractor:
         if warning:
             self.warnings.append(warning)
         src = self.collector.begin_source(name, source_hint(name))
+        self.collector.rereads[src.index] = _in_bytes(data)
         self.reader.read(src, io.BytesIO(data), len(data))
 
     def file_source(self, name: str, path: Path) -> None:
@@ -556,11 +645,30 @@ class _Extractor:
             if warning:
                 self.warnings.append(warning)
             src = self.collector.begin_source(name, source_hint(name))
+            self.collector.rereads[src.index] = _in_file(Path(path), isinstance(stream, gzip.GzipFile))
             size = None if isinstance(stream, gzip.GzipFile) else _file_size(path)
             try:
                 self.reader.read(src, _Prepend(sample, stream), size)
             except (OSError, EOFError, gzip.BadGzipFile) as exc:
                 self.warnings.append(f"{path}: reading stopped early ({exc}); the part read was used")
+
+
+def _in_bytes(data: bytes) -> Callable[[int, int], bytes]:
+    """Read a line of a text source again (a light record shown after all, rules/compact.py)."""
+    return lambda at, size: data[at:at + size]
+
+
+def _in_file(path: Path, gzipped: bool) -> Callable[[int, int], bytes]:
+    """Read a line of a log file again; ``b""`` when it can no longer be read."""
+    def reread(at: int, size: int) -> bytes:
+        try:
+            with open(path, "rb") as fh:
+                stream: BinaryIO = gzip.GzipFile(fileobj=fh, mode="rb") if gzipped else fh  # type: ignore[assignment]
+                stream.seek(at)
+                return stream.read(size)
+        except (OSError, EOFError, gzip.BadGzipFile):
+            return b""
+    return reread
 
 
 def _stated_texts(evidence: dict[str, Any]) -> list[str]:
