@@ -34,14 +34,16 @@ from dsdoctor.rules import (
 from dsdoctor.rules.collect import Collector, SourceState
 from dsdoctor.rules.context import LEADING_RANK, LineContext, SourceHint, parse_prefix, source_hint, untimed
 from dsdoctor.rules.loader import default_rules
-from dsdoctor.rules.matcher import LineMatcher, RuleMatch, cached_fingerprint, cached_matcher
+from dsdoctor.rules.matcher import LineMatcher, cached_fingerprint, cached_matcher, relax_bounds
 from dsdoctor.rules.model import Extraction
 from dsdoctor.rules.ruleset import Rule, RuleSet
 from dsdoctor.rules.settings import Settings, load_settings
+from dsdoctor.rules.shapes import BLIND, digit_blind
 from dsdoctor.rules.units import parse_int
 
 ProgressCallback = Callable[[int], None]
 _LEADING_RANK_AT = LEADING_RANK.match
+_UNSEEN = object()
 
 #: magic numbers of files that are not text logs: (prefix, what it is)
 _MAGIC = (
@@ -89,6 +91,9 @@ class _Plan:
         read_names = {*fields["world_size"], *fields["nodes"], *fields["series"]}
         self.lightable = [_lightable(r, read_names) for r in matcher.rules]
         self.lights: dict[tuple[int, ...], _LightPlan | None] = {}
+        self.blind = [digit_blind(relax_bounds(r.pattern)) and not anchored
+                      for r, anchored in zip(matcher.rules, matcher.anchored, strict=True)]
+        self.rank_spans: dict[tuple[int, bytes], tuple[int, int] | None] = {}  # (rule, line shape) -> rank span
 
     def light_plan(self, indexes: tuple[int, ...]) -> _LightPlan | None:
         """For a line hit by ``indexes`` whose symptoms may get light records (rules/compact.py): what
@@ -397,7 +402,7 @@ class _Reader:
                             line = line[:-1]
                         ctx = parse_prefix(line)
                         if ctx.rank == rank and ctx.node is None and ctx.local_rank is None and not ctx.kernel \
-                                and src.hint.node is None and _names_rank(confirm, light[1], line, ctx, rank):
+                                and src.hint.node is None and (not light[1] or self._names_rank(plan, light[1], line, ctx, rank)):
                             lineno += chunk.count(b"\n", counted, start)
                             counted = start
                             if collector.light(src, rank, ctx, symptom_objs, lineno + 1, origin + start, end - start,
@@ -452,6 +457,31 @@ class _Reader:
             count(src, plan.line_kinds[indexes][3] if indexes in plan.line_kinds else plan.line_kind(indexes)[3], lines)
         src.other_lines += skipped
 
+    @staticmethod
+    def _names_rank(plan: _Plan, indexes: list[int], line: bytes, ctx: LineContext, rank: int) -> bool:
+        """Do the rank captures of these rules (when any) confirm on the line and name ``rank``? A digit-blind
+        rule's rank span is looked up by the line's shape (rules/shapes.py), the others run RE2."""
+        shape = None
+        for index in indexes:
+            if plan.blind[index]:
+                if shape is None:
+                    shape = line.translate(BLIND)
+                key = (index, shape)
+                spans = plan.rank_spans
+                span = spans.get(key, _UNSEEN)
+                if span is _UNSEEN:
+                    span = plan.matcher.group_span(index, line, "rank")
+                    if len(spans) >= 4096:
+                        spans.clear()
+                    spans[key] = span
+                if span is None or span[0] < 0 or parse_int(line[span[0]:span[1]].decode("utf-8", "replace")) != rank:
+                    return False
+            else:
+                m = plan.matcher.confirm(index, line, ctx.message_start)
+                if m is None or parse_int(m.groups.get("rank")) != rank:
+                    return False
+        return True
+
     def _lookback(self, chunk: bytes, start: int, begin: int, origin: int,
                   cache: _LookbackCache) -> tuple[datetime | None, bool]:
         """The timestamp of the nearest earlier line that has one (bounded search, cached per source)."""
@@ -477,16 +507,6 @@ class _Reader:
             cache.time, cache.year_known = found
         cache.upto = origin + start
         return (cache.time, cache.year_known) if cache.time is not None else (None, True)
-
-
-def _names_rank(confirm: Callable[..., RuleMatch | None], indexes: list[int], line: bytes, ctx: LineContext,
-                rank: int) -> bool:
-    """Do the rank captures of these rules (when any) confirm on the line and name ``rank``?"""
-    for index in indexes:
-        m = confirm(index, line, ctx.message_start)
-        if m is None or parse_int(m.groups.get("rank")) != rank:
-            return False
-    return True
 
 
 def _often(confirmed: dict[str, int], rules: list[Rule], repeat_after: int, ready: set[tuple[int, ...]],
