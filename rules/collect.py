@@ -16,7 +16,7 @@ from typing import Any
 
 import re2
 
-from dsdoctor.rules.compact import Earliest, Light, Reread, time_class, time_key
+from dsdoctor.rules.compact import Earliest, Light, LightKind, Reread, time_class, time_key
 from dsdoctor.rules.context import LineContext, SourceHint, parse_prefix
 from dsdoctor.rules.jobfacts import JobFacts, read_command, read_frame
 from dsdoctor.rules.matcher import RuleMatch, re2_options
@@ -65,7 +65,8 @@ class Stream:
     last_marker: str | None = None  # last phase marker: checkpoint_start/_end, eval_start/_end, exit, train_start
     init_seen: bool = False
     train_started: bool = False
-    frames: list[tuple[int, str, str]] = field(default_factory=list)  # (lineno, func, file), at most max_frames
+    # (lineno, func, file), at most max_frames; a shared empty tuple until a frame comes (most streams never have one)
+    frames: list[tuple[int, str, str]] | tuple[()] = ()
     traceback_at: int | None = None  # line of the open "Traceback (most recent call last):"
 
 
@@ -169,6 +170,8 @@ class Collector:
         self.ranked: dict[str, set[int]] = {}  # symptom -> ranks with an event of it (see ranks_with)
         self.earliest: dict[str, Earliest] = {}  # symptom -> its earliest events (rules/compact.py)
         self.rereads: dict[int, Reread] = {}  # source index -> how to read one of its lines again
+        self.light_kinds: dict[tuple[str, int, Any], LightKind] = {}
+        self.rank_keys: dict[int, Participant] = {}  # one ("r", rank) tuple per rank, shared by its records
         self.sources: list[SourceState] = []
         self.years: dict[int, int] = {}  # year -> lines with a full date (for year-less timestamps)
         self.job = JobFacts()
@@ -380,8 +383,12 @@ class Collector:
                     obs.count += 1
                     obs.rules.add(rule.id)
                 continue
-            event = Light(sid, rule.id, rule.severity, rule.secondary, rank, participant, time, year_known, near,
-                          near_year_known, order, src.name, src.index, lineno, at, size, spec)
+            kinds = self.light_kinds
+            kind = kinds.get((rule.id, src.index, spec))
+            if kind is None:
+                kind = kinds[(rule.id, src.index, spec)] = LightKind(sid, rule.id, rule.severity, rule.secondary,
+                                                                     src.name, src.index, spec)
+            event = Light(kind, rank, participant, time, year_known, near, near_year_known, order, lineno, at, size)
             events[(sid, participant)] = event
             self.ranks_with(sid).add(rank)
             self.earliest[sid].note(tkey, klass, has_time, False)
@@ -443,7 +450,7 @@ class Collector:
         stream = self.streams.get((src.index, key))
         if stream is not None and stream.traceback_at is not None:
             stream.traceback_at = None
-            stream.frames.clear()
+            stream.frames = ()
         src.other_lines += 1
         return True
 
@@ -464,7 +471,10 @@ class Collector:
         if node is not None:
             self.nodes_seen.add(node)
         if rank is not None:
-            key: Participant = ("r", rank)
+            found = self.rank_keys.get(rank)
+            if found is None:
+                found = self.rank_keys[rank] = ("r", rank)
+            key: Participant = found
         elif node is not None or local_rank is not None:
             key = ("n", node if node is not None else f"source:{src.name}", local_rank)
         else:
@@ -514,15 +524,15 @@ class Collector:
         elif kind == "traceback":
             src.tracebacks += 1
             stream.traceback_at = lineno
-            stream.frames.clear()
+            stream.frames = ()
         elif kind == "frame":
             if stream.traceback_at is None:  # frames without a header (rich tracebacks, cut logs)
                 stream.traceback_at = lineno
             elif stream.frames and lineno - stream.frames[-1][0] > self.max_gap:
-                stream.frames.clear()
+                stream.frames = ()
                 stream.traceback_at = lineno
             if len(stream.frames) < self.max_frames:
-                stream.frames.append((lineno, str(groups.get("func", "")), str(groups.get("file", ""))))
+                stream.frames = [*stream.frames, (lineno, str(groups.get("func", "")), str(groups.get("file", "")))]
             read_frame(str(groups.get("file", "")), str(groups.get("func", "")), self.job)
         elif kind == "launch_command":
             read_command(str(groups.get("command") or groups.get("spawned") or ""), self.job)

@@ -40,31 +40,71 @@ def time_key(near: datetime | None, rank: int | None, order: int) -> TimeKey:
     return (near is None, near or datetime.max, rank is None, order)
 
 
-@dataclass(slots=True)
-class Light:
-    """The first line of one symptom on one rank, kept small (see the module docstring)."""
+@dataclass(frozen=True, slots=True)
+class LightKind:
+    """What the light records of one rule from one source share (one object, not six fields a record)."""
 
     symptom: str
     rule: str
     severity: str
     secondary: bool
-    rank: int
-    participant: tuple[Any, ...]
-    time: datetime | None
-    year_known: bool
-    near_time: datetime | None
-    near_year_known: bool
-    order: int
     source: str
     source_index: int
-    lineno: int
-    at: int  # source offset of the line
-    size: int  # its length in bytes (newline excluded)
     spec: Any  # (matcher, rule indexes) that confirm the line again when it is shown
-    node: str | None = None
-    local_rank: int | None = None
-    year_from: str | None = None
-    count: int = 1
+
+
+class Light:
+    """The first line of one symptom on one rank, kept small (see the module docstring)."""
+
+    __slots__ = ("at", "count", "kind", "lineno", "local_rank", "near_time", "near_year_known", "node", "order",
+                 "participant", "rank", "size", "time", "year_from", "year_known")
+
+    def __init__(self, kind: LightKind, rank: int, participant: tuple[Any, ...], time: datetime | None,
+                 year_known: bool, near_time: datetime | None, near_year_known: bool, order: int, lineno: int,
+                 at: int, size: int):
+        self.kind = kind
+        self.rank = rank
+        self.participant = participant
+        self.time = time
+        self.year_known = year_known
+        self.near_time = near_time
+        self.near_year_known = near_year_known
+        self.order = order
+        self.lineno = lineno
+        self.at = at  # source offset of the line
+        self.size = size  # its length in bytes (newline excluded)
+        self.node: str | None = None
+        self.local_rank: int | None = None
+        self.year_from: str | None = None
+        self.count = 1
+
+    @property
+    def symptom(self) -> str:
+        return self.kind.symptom
+
+    @property
+    def rule(self) -> str:
+        return self.kind.rule
+
+    @property
+    def severity(self) -> str:
+        return self.kind.severity
+
+    @property
+    def secondary(self) -> bool:
+        return self.kind.secondary
+
+    @property
+    def source(self) -> str:
+        return self.kind.source
+
+    @property
+    def source_index(self) -> int:
+        return self.kind.source_index
+
+    @property
+    def spec(self) -> Any:
+        return self.kind.spec
 
 
 @dataclass(slots=True)
