@@ -244,3 +244,27 @@ def test_a_digit_blind_rule_matches_every_line_of_a_shape_alike() -> None:
                 elif not same:
                     changed_by_digits += 1
     assert changed_by_digits > 0
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ranks=st.integers(70, 300), seed=st.integers(0, 10_000))
+def test_digit_bearing_rules_on_lines_of_one_shape_read_as_a_full_read_does(tmp_path, monkeypatch, ranks, seed) -> None:
+    """``SeqNum=0`` and ``SeqNum=7`` have the same digit-blind shape, but only the first is hit by the
+    first-collective rule (a literal digit): light records and repeats must follow the real lines."""
+    rng = random.Random(seed)
+    lines = [ln for b in range(3) for r in rng.sample(range(ranks), ranks)
+             for ln in victim_block(r, rng.choice([0, 1, 7, 4180 + b]), 1727980000.0 + b * 5 + rng.random())]
+    path = tmp_path / f"seq-{ranks}-{seed}.log"
+    path.write_text("\n".join(lines) + "\n")
+    fast = extract({}, log_files=[("job", path)])
+    assert "s.timeout_first_collective" in fast.symptoms
+    assert _view(fast) == _view(_straightforward(monkeypatch, path))
+
+
+def test_rank_captures_read_by_re2_where_the_shape_is_not_trusted(dense_log, monkeypatch) -> None:
+    path, _ = dense_log
+    expected = _view(extract({}, log_files=[("job", path)]))
+    with monkeypatch.context() as m:
+        for plan in list(extract_module._PLANS.values()):
+            m.setattr(plan, "blind", [False] * len(plan.blind))
+        assert _view(extract({}, log_files=[("job", path)])) == expected
