@@ -1,7 +1,8 @@
 """Accumulate what matched lines say: symptoms, per-rank first events, streams, numbers.
 
 The extractor calls :meth:`Collector.on_line` for every line a rule confirmed on. Everything
-kept is bounded: a sample of lines per symptom, the first event per (symptom, rank), small
+kept is bounded: a sample of lines per symptom, the first event per (symptom, rank) (past a
+symptom's first ranks a small record, rules/compact.py), small
 per-stream state (last timestamp, progress, phase markers, the frames of an open traceback)
 and bounded numeric summaries.
 """
@@ -362,6 +363,7 @@ class Collector:
             return False
         self.order = order
         participant = self._participant(src, rank, None, None)
+        rank = participant[1]  # the rank's one int object, shared by its records and sets
         self.touched = participant
         src.other_lines += 1
         if stream is None:
