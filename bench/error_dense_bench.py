@@ -6,11 +6,13 @@ ProcessGroupNCCL watchdog lines, a six-line traceback, the ``DistBackendError``)
 across ranks as a merged log is, after a short healthy prelude; one origin rank prints a CUDA OOM
 traceback seconds before the others time out. Then, in one run per size:
 
-* ``extract`` over the file in a fresh subprocess: MB/s, peak RSS, whether the origin rank is the
-  first error and how many sample lines the watchdog symptom kept for how many ranks (folded);
-* ``LC_ALL=C grep -E -c -f`` with the same rule patterns on the same file.
+* ``extract`` over the file in a fresh subprocess: MB/s (wall and CPU), peak RSS, whether the origin
+  rank is the first error and how many sample lines the watchdog symptom kept for how many ranks;
+* ``LC_ALL=C grep -E -c -f`` with the same rule patterns on the same file;
 
-Usage: python -m bench.error_dense_bench [--ranks 4096 16384] [--blocks 3] [--keep]
+``--repeat`` times each, interleaved, medians printed (a shared machine's load moves both alike).
+
+Usage: python -m bench.error_dense_bench [--ranks 4096 16384] [--blocks 3] [--repeat 3] [--keep]
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import argparse
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -56,10 +59,12 @@ warm_up(rules, settings)
 t1 = time.perf_counter()
 if len(sys.argv) > 2:  # only fill the cache
     print(json.dumps({})); sys.exit(0)
+c1 = time.process_time()
 x = extract({}, log_files=[("job", Path(sys.argv[1]))], rules=rules, settings=settings)
 t2 = time.perf_counter()
+c2 = time.process_time()
 wd = x.symptoms.get("s.nccl_watchdog_timeout")
-print(json.dumps({"setup_s": t1 - t0, "extract_s": t2 - t1, "lines": x.lines_processed,
+print(json.dumps({"setup_s": t1 - t0, "extract_s": t2 - t1, "cpu_s": c2 - c1, "lines": x.lines_processed,
                   "first_error_rank": x.first_error.rank if x.first_error else None,
                   "first_error_symptom": x.first_error.symptom if x.first_error else None,
                   "scope": x.scope, "symptoms": len(x.symptoms),
@@ -164,6 +169,7 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=3, help="teardown blocks per rank (default 3)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep", action="store_true", help="keep an existing generated log of that shape")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of extract and of grep per size (medians)")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     grep = shutil.which("grep")
@@ -178,24 +184,31 @@ def main() -> None:
         if not (args.keep and log.exists()):
             origin = generate(log, ranks, args.blocks, args.seed)
         size_mb = log.stat().st_size / 2**20
-        r = run_extract(log)
+        runs, greps = [], []
+        for _ in range(args.repeat):  # interleaved, so both see the same load
+            runs.append(run_extract(log))
+            g = run_grep(log, patterns) if grep is not None else None
+            if g is not None:
+                greps.append(g)
+        r = runs[0]
+        wall = statistics.median(x["extract_s"] for x in runs)
+        cpu = statistics.median(x["cpu_s"] for x in runs)
+        rss = max(x["maxrss_kb"] for x in runs)
         found = "found" if r["first_error_rank"] == origin else f"MISSED (first error rank {r['first_error_rank']})"
         print(f"   {ranks:,} ranks x {args.blocks} blocks: {r['lines']:,} lines, {size_mb:.1f} MiB in "
-              f"{r['extract_s']:.2f} s = {size_mb / r['extract_s']:.0f} MiB/s (+{r['setup_s']:.2f} s start-up); "
-              f"peak RSS {r['maxrss_kb'] / 1024:.0f} MiB")
+              f"{wall:.2f} s = {size_mb / wall:.0f} MiB/s wall, {cpu:.2f} s = {size_mb / cpu:.0f} MiB/s CPU "
+              f"(medians of {len(runs)}; +{r['setup_s']:.2f} s start-up); peak RSS {rss / 1024:.0f} MiB")
         print(f"     origin rank {origin} {found} ({r['first_error_symptom']}), scope={r['scope']}; watchdog: "
               f"{r['watchdog_count']:,} lines folded into 1 symptom with {r['watchdog_ranks']:,} ranks, "
               f"{r['watchdog_lines']} sample lines kept ({r['kept_lines']} over {r['symptoms']} symptoms)")
         if grep is None:
             print("     grep: not installed")
             continue
-        g = run_grep(log, patterns)
-        if g is not None:
-            seconds, count = g
+        if greps:
+            seconds = statistics.median(g[0] for g in greps)
             print(f"     LC_ALL=C grep -E -c -f ({n} of {total} patterns): {seconds:.2f} s = "
-                  f"{size_mb / seconds:.0f} MiB/s (matching lines: {count}); extract/grep time "
-                  f"{seconds / r['extract_s']:.2f}x")
-
+                  f"{size_mb / seconds:.0f} MiB/s (median of {len(greps)}; matching lines: {greps[0][1]}); "
+                  f"extract/grep time {seconds / wall:.2f}x")
 
 if __name__ == "__main__":
     main()

@@ -1,7 +1,8 @@
 """Accumulate what matched lines say: symptoms, per-rank first events, streams, numbers.
 
 The extractor calls :meth:`Collector.on_line` for every line a rule confirmed on. Everything
-kept is bounded: a sample of lines per symptom, the first event per (symptom, rank), small
+kept is bounded: a sample of lines per symptom, the first event per (symptom, rank) (past a
+symptom's first ranks a small record, rules/compact.py), small
 per-stream state (last timestamp, progress, phase markers, the frames of an open traceback)
 and bounded numeric summaries.
 """
@@ -16,7 +17,8 @@ from typing import Any
 
 import re2
 
-from dsdoctor.rules.context import LineContext, SourceHint
+from dsdoctor.rules.compact import Earliest, Light, LightKind, Reread, time_class, time_key
+from dsdoctor.rules.context import LineContext, SourceHint, parse_prefix
 from dsdoctor.rules.jobfacts import JobFacts, read_command, read_frame
 from dsdoctor.rules.matcher import RuleMatch, re2_options
 from dsdoctor.rules.model import LineRef, ObservedSymptom
@@ -64,7 +66,8 @@ class Stream:
     last_marker: str | None = None  # last phase marker: checkpoint_start/_end, eval_start/_end, exit, train_start
     init_seen: bool = False
     train_started: bool = False
-    frames: list[tuple[int, str, str]] = field(default_factory=list)  # (lineno, func, file), at most max_frames
+    # (lineno, func, file), at most max_frames; a shared empty tuple until a frame comes (most streams never have one)
+    frames: list[tuple[int, str, str]] | tuple[()] = ()
     traceback_at: int | None = None  # line of the open "Traceback (most recent call last):"
 
 
@@ -98,7 +101,7 @@ class Event:
     source_progress: int = 0  # the most progress lines one participant of the source printed before this line
     source_max_step: int | None = None
     source_marker: str | None = None  # the last phase marker of any participant of the source
-    count: int = 1
+    count: int = 1  # its lines read in full (a line only counted adds to the observed symptom's count)
     near_time: datetime | None = None  # own time, else the nearest earlier one: for ordering only
     near_year_known: bool = True
     whole: str = ""  # the whole line (up to first_error_chars), for showing it as the first error
@@ -164,6 +167,12 @@ class Collector:
         self.progress_epochs: dict[Participant, float] = {}
         self.derived_inputs: dict[str, list[Event]] = {}  # derived-only symptoms asserted by log rules
         self.order = 0
+        self.touched: Participant | None = None  # the participant of the last line read in full
+        self.ranked: dict[str, set[int]] = {}  # symptom -> ranks with an event of it (see ranks_with)
+        self.earliest: dict[str, Earliest] = {}  # symptom -> its earliest events (rules/compact.py)
+        self.rereads: dict[int, Reread] = {}  # source index -> how to read one of its lines again
+        self.light_kinds: dict[tuple[str, int, Any], LightKind] = {}
+        self.rank_keys: dict[int, Participant] = {}  # one ("r", rank) tuple per rank, shared by its records
         self.sources: list[SourceState] = []
         self.years: dict[int, int] = {}  # year -> lines with a full date (for year-less timestamps)
         self.job = JobFacts()
@@ -219,6 +228,7 @@ class Collector:
         elif not source_marker:
             src.other_lines += 1
         participant = self._participant(src, rank, node, local_rank)
+        self.touched = participant  # the reader forgets what it knew of this participant's stream
         stream = self.streams.get((src.index, participant))
         if stream is None:
             stream = self.streams[(src.index, participant)] = Stream()
@@ -291,19 +301,141 @@ class Collector:
 
     def repeat_of(self, src: SourceState, key: Participant, rules: list[Rule]) -> bool:
         """:meth:`repeat` for a participant already known (the line carries no dated timestamp)."""
-        events = []
+        events = self.events
         for rule in rules:
-            event = self.events.get((rule.symptom or "", key))
-            if event is None:
+            if (rule.symptom or "", key) not in events:
                 return False
-            events.append(event)
-        for event in events:
-            event.count += 1
-            obs = self.symptoms.get(event.symptom)
-            if obs is not None:
-                obs.count += 1
-        src.other_lines += 1
+        self.count_repeats(src, rules, 1)
         return True
+
+    def count_repeats(self, src: SourceState, rules: list[Rule], lines: int) -> None:
+        """Count ``lines`` lines of ``rules`` whose participant has an event of each rule's symptom (a
+        repeat adds to the observed symptom's count only; nothing else of it is kept)."""
+        symptoms = self.symptoms
+        for rule in rules:
+            obs = symptoms.get(rule.symptom or "")
+            if obs is not None:
+                obs.count += lines
+        src.other_lines += lines
+
+    def light(self, src: SourceState, rank: int, ctx: LineContext, rules: list[Rule], lineno: int, at: int,
+              size: int, spec: Any, lookback: Callable[[], tuple[datetime | None, bool]]) -> bool:
+        """Record a line of ``rules`` (log rules without captures the collector reads, confirmed often) from
+        rank ``rank`` as light records where its symptoms have no event on the rank yet (rules/compact.py).
+
+        Returns False, recording nothing, when the line may be shown or may change anything a full read
+        keeps beyond counts: the caller then reads it in full.
+        """
+        key: Participant = ("r", rank)
+        stream = self.streams.get((src.index, key))
+        time, year_known = ctx.time, ctx.year_known
+        if time is None:
+            near, near_year_known = lookback()
+            if near is None and stream is not None and stream.last_time is not None:
+                near, near_year_known = stream.last_time, stream.last_time_year_known
+        else:
+            near, near_year_known = time, year_known
+        order = self.order + 1
+        tkey = time_key(near, rank, order)
+        klass = time_class(near, near_year_known, src.index)
+        has_time = time is not None
+        error_line = False
+        created: set[str] = set()
+        events, symptoms = self.events, self.symptoms
+        for rule in rules:
+            sid = rule.symptom or ""
+            if rule.severity == "error":
+                error_line = True
+            if sid in created:
+                continue
+            obs = symptoms.get(sid)
+            if (sid, key) in events:
+                if obs is not None and len(obs.lines) < self.sample_lines and rank not in obs.ranks:
+                    return False  # a full read would keep this line
+                continue
+            state = self.earliest.get(sid)
+            if state is None or not state.admits(tkey, klass, has_time):
+                return False
+            if sid not in self.derived_only and (obs is None or len(obs.lines) < self.sample_lines_per_rank):
+                return False
+            created.add(sid)
+        if not created or (error_line and stream is not None and self._traceback_frames(stream, lineno)):
+            return False
+        self.order = order
+        participant = self._participant(src, rank, None, None)
+        rank = participant[1]  # the rank's one int object, shared by its records and sets
+        self.touched = participant
+        src.other_lines += 1
+        if stream is None:
+            stream = self.streams[(src.index, participant)] = Stream()
+        if time is not None:
+            stream.last_time, stream.last_time_year_known = time, year_known
+            if year_known:
+                self.years[time.year] = self.years.get(time.year, 0) + 1
+                src.years[time.year] = src.years.get(time.year, 0) + 1
+        if error_line:
+            src.error_hits += 1
+        for rule in rules:
+            sid = rule.symptom or ""
+            obs = symptoms.get(sid)
+            event = events.get((sid, participant))
+            if event is not None:
+                event.count += 1
+                if obs is not None:
+                    obs.count += 1
+                    obs.rules.add(rule.id)
+                continue
+            kinds = self.light_kinds
+            kind = kinds.get((rule.id, src.index, spec))
+            if kind is None:
+                kind = kinds[(rule.id, src.index, spec)] = LightKind(sid, rule.id, rule.severity, rule.secondary,
+                                                                     src.name, src.index, spec)
+            event = Light(kind, rank, participant, time, year_known, near, near_year_known, order, lineno, at, size)
+            events[(sid, participant)] = event
+            self.ranks_with(sid).add(rank)
+            self.earliest[sid].note(tkey, klass, has_time, False)
+            if rule.severity == "error":
+                self.erred.add(participant)
+            if sid in self.derived_only:
+                inputs = self.derived_inputs.setdefault(sid, [])
+                if len(inputs) < 4096:
+                    inputs.append(event)  # type: ignore[arg-type]
+                continue
+            assert obs is not None
+            obs.secondary = obs.secondary and rule.secondary
+            obs.reliability = max(obs.reliability, src.reliability)
+            obs.count += 1
+            obs.rules.add(rule.id)
+            obs.ranks.add(rank)
+        return True
+
+    def line_of(self, event: Event | Light) -> tuple[str, dict[str, Any]]:
+        """The text and fields of an event's line; a light record's line is read again from its source."""
+        if not isinstance(event, Light):
+            return event.text, event.fields
+        reread = self.rereads.get(event.source_index)
+        line = reread(event.at, event.size) if reread is not None else b""
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        matcher, indexes = event.spec
+        ctx = parse_prefix(line)
+        text: str | None = None
+        fields: dict[str, Any] = {}
+        for index in indexes:
+            m = matcher.confirm(index, line, ctx.message_start)
+            if m is None or m.rule.kind == "marker":
+                continue
+            if text is None:
+                text = self._text(line, m)
+            if m.rule.id == event.rule:
+                fields = {k: convert(v, m.rule.fields.get(k, "str")) for k, v in m.groups.items()}
+        if text is None:  # the source changed since it was read: say where the line was
+            text = f"(line {event.lineno} of {event.source} could not be read again)"
+        return text, fields
+
+    def ranks_with(self, symptom: str) -> set[int]:
+        """The ranks that have an event of ``symptom`` (the very set, kept up to date while lines are read)."""
+        return self.ranked.setdefault(symptom, set())
 
     def skip_traceback(self, src: SourceState, ctx: LineContext) -> bool:
         """Count a traceback header or frame line without reading it when its participant already has an
@@ -320,7 +452,7 @@ class Collector:
         stream = self.streams.get((src.index, key))
         if stream is not None and stream.traceback_at is not None:
             stream.traceback_at = None
-            stream.frames.clear()
+            stream.frames = ()
         src.other_lines += 1
         return True
 
@@ -341,7 +473,10 @@ class Collector:
         if node is not None:
             self.nodes_seen.add(node)
         if rank is not None:
-            key: Participant = ("r", rank)
+            found = self.rank_keys.get(rank)
+            if found is None:
+                found = self.rank_keys[rank] = ("r", rank)
+            key: Participant = found
         elif node is not None or local_rank is not None:
             key = ("n", node if node is not None else f"source:{src.name}", local_rank)
         else:
@@ -391,15 +526,15 @@ class Collector:
         elif kind == "traceback":
             src.tracebacks += 1
             stream.traceback_at = lineno
-            stream.frames.clear()
+            stream.frames = ()
         elif kind == "frame":
             if stream.traceback_at is None:  # frames without a header (rich tracebacks, cut logs)
                 stream.traceback_at = lineno
             elif stream.frames and lineno - stream.frames[-1][0] > self.max_gap:
-                stream.frames.clear()
+                stream.frames = ()
                 stream.traceback_at = lineno
             if len(stream.frames) < self.max_frames:
-                stream.frames.append((lineno, str(groups.get("func", "")), str(groups.get("file", ""))))
+                stream.frames = [*stream.frames, (lineno, str(groups.get("func", "")), str(groups.get("file", "")))]
             read_frame(str(groups.get("file", "")), str(groups.get("func", "")), self.job)
         elif kind == "launch_command":
             read_command(str(groups.get("command") or groups.get("spawned") or ""), self.job)
@@ -510,6 +645,13 @@ class Collector:
                 whole=self._whole(line, text),
             )
             self.events[key] = event
+            if participant[0] == "r":
+                self.ranks_with(sid).add(participant[1])
+            earliest = self.earliest.get(sid)
+            if earliest is None:
+                earliest = self.earliest[sid] = Earliest()
+            earliest.note(time_key(near, rank, order), time_class(near, near_year_known, src.index), time is not None,
+                          True)
             if rule.severity == "error":
                 self.erred.add(participant)
         if sid in self.derived_only:

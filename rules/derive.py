@@ -24,6 +24,7 @@ from typing import Any
 import re2
 
 from dsdoctor.rules.collect import Collector, Event
+from dsdoctor.rules.compact import Light
 from dsdoctor.rules.matcher import re2_options
 from dsdoctor.rules.model import Extraction, FirstError, LineRef, ObservedSymptom
 from dsdoctor.rules.scope import attribute_sources, derive_scope
@@ -192,7 +193,7 @@ def _derived(collector: Collector, sid: str, events: Iterable[Event], text: str,
         if e.node is not None:
             obs.nodes.add(e.node)
         if len(obs.lines) < collector.sample_lines:
-            obs.lines.append(_ref(e))
+            obs.lines.append(_ref(e, collector))
     if not events:
         obs.count = max(obs.count, 1)
         if not obs.lines:
@@ -200,9 +201,10 @@ def _derived(collector: Collector, sid: str, events: Iterable[Event], text: str,
     return obs
 
 
-def _ref(e: Event) -> LineRef:
-    return LineRef(source=e.source, lineno=e.lineno, text=e.text, rank=e.rank, local_rank=e.local_rank,
-                   node=e.node, time=_iso(e.time, e.year_known), rule=e.rule, fields=dict(e.fields))
+def _ref(e: Event | Light, collector: Collector) -> LineRef:
+    text, fields = collector.line_of(e)  # a light record's line is read again (rules/compact.py)
+    return LineRef(source=e.source, lineno=e.lineno, text=text, rank=e.rank, local_rank=e.local_rank,
+                   node=e.node, time=_iso(e.time, e.year_known), rule=e.rule, fields=dict(fields))
 
 
 def _finish_symptom(obs: ObservedSymptom, events: list[Event]) -> None:

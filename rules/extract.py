@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -34,13 +35,16 @@ from dsdoctor.rules import (
 from dsdoctor.rules.collect import Collector, SourceState
 from dsdoctor.rules.context import LEADING_RANK, LineContext, SourceHint, parse_prefix, source_hint, untimed
 from dsdoctor.rules.loader import default_rules
-from dsdoctor.rules.matcher import LineMatcher, cached_fingerprint, cached_matcher
+from dsdoctor.rules.matcher import LineMatcher, cached_fingerprint, cached_matcher, relax_bounds
 from dsdoctor.rules.model import Extraction
 from dsdoctor.rules.ruleset import Rule, RuleSet
 from dsdoctor.rules.settings import Settings, load_settings
+from dsdoctor.rules.shapes import BLIND, digit_blind
+from dsdoctor.rules.units import parse_int
 
 ProgressCallback = Callable[[int], None]
 _LEADING_RANK_AT = LEADING_RANK.match
+_UNSEEN = object()
 
 #: magic numbers of files that are not text logs: (prefix, what it is)
 _MAGIC = (
@@ -63,8 +67,38 @@ class _LookbackCache:
     year_known: bool = True
 
 
-#: what the read loop needs to know about a line hit by some rules (see :meth:`_Plan.line_kind`)
-LineKind = tuple[bool, int, bool, list[Rule], bool, bool, bool]
+#: (what re-confirms a light record's line, the indexes of rules whose rank capture must agree)
+_LightPlan = tuple[tuple[LineMatcher, tuple[int, ...]], list[int]]
+
+
+class _HitSet:
+    """What the read loop needs to know about a line hit by one set of rules (see :meth:`_Plan.hit_set`)."""
+
+    __slots__ = (
+        "all_repeatable",
+        "by_rank",
+        "id",
+        "key",
+        "light",
+        "progress",
+        "rank_countable",
+        "sampled",
+        "structure",
+        "symptoms",
+    )
+
+    def __init__(self, number: int, sampled: bool, key: int, progress: bool, symptoms: list[Rule], structure: bool,
+                 all_repeatable: bool, rank_countable: bool):
+        self.id = number  # index into the per-source state of the read loop; -1 when not remembered
+        self.sampled = sampled  # only context-only rules
+        self.key = key  # sampling key
+        self.progress = progress  # a progress rule among them
+        self.symptoms = symptoms  # the symptom rules
+        self.structure = structure  # only traceback structure
+        self.all_repeatable = all_repeatable  # symptom rules that may be counted once confirmed often ...
+        self.rank_countable = rank_countable  # ... whatever the line / when the line names its rank
+        self.by_rank = structure or rank_countable  # the line's leading [rankN]: may let it be skipped
+        self.light: _LightPlan | object | None = _UNSEEN  # see _Plan.light_plan
 
 
 class _Plan:
@@ -81,23 +115,47 @@ class _Plan:
         self.rank_capture = [_repeatable(r, anchored, settings, allow_rank=True) and not rep
                              for r, anchored, rep in zip(matcher.rules, matcher.anchored, self.repeatable, strict=True)]
         # (rule indexes hitting one line) -> what the read loop needs to know about such a line
-        self.line_kinds: dict[tuple[int, ...], LineKind] = {}
+        self.line_kinds: dict[tuple[int, ...], _HitSet] = {}
+        self.by_id: list[_HitSet] = []
+        self._lock = threading.Lock()
+        fields = settings.derive["fields"]
+        read_names = {*fields["world_size"], *fields["nodes"], *fields["series"]}
+        self.lightable = [_lightable(r, read_names) for r in matcher.rules]
+        self.blind = [digit_blind(relax_bounds(r.pattern)) and not anchored
+                      for r, anchored in zip(matcher.rules, matcher.anchored, strict=True)]
+        self.rank_spans: dict[tuple[int, bytes], tuple[int, int] | None] = {}  # (rule, line shape) -> rank span
 
-    def line_kind(self, indexes: tuple[int, ...]) -> LineKind:
-        """For a line hit by ``indexes``: (only context-only rules, sampling key, a progress rule among
-        them, the symptom rules, only traceback structure, symptom rules that may be counted once
-        confirmed often: all of them whatever the line / when the line names its rank). Remembered for
-        the next line hit by the same rules."""
+    def light_plan(self, hit: _HitSet, indexes: tuple[int, ...]) -> _LightPlan | None:
+        """For a line hit by ``indexes`` whose symptoms may get light records (rules/compact.py): what
+        re-confirms it when shown and the rules whose rank capture must name the line's rank. ``None``
+        when such a line is always read in full."""
+        if hit.light is not _UNSEEN:
+            return hit.light  # type: ignore[return-value]
+        plan = None
+        if all(self.lightable[k] and not self.context_only[k] for k in indexes):
+            plan = ((self.matcher, indexes), [k for k in indexes if self.rank_capture[k]])
+        hit.light = plan
+        return plan
+
+    def hit_set(self, indexes: tuple[int, ...]) -> _HitSet:
+        """What the read loop needs to know about a line hit by ``indexes``, remembered for the next such line."""
         context_only, is_progress = self.context_only, self.is_progress
         key = min(indexes)
         symptom = [k for k in indexes if not context_only[k]]
-        kind = (all(context_only[k] for k in indexes), key, is_progress[key] or any(is_progress[k] for k in indexes),
+        args = (all(context_only[k] for k in indexes), key, is_progress[key] or any(is_progress[k] for k in indexes),
                 [self.matcher.rules[k] for k in symptom], all(self.is_structure[k] for k in indexes),
                 bool(symptom) and all(self.repeatable[k] for k in symptom),
                 bool(symptom) and all(self.repeatable[k] or self.rank_capture[k] for k in symptom))
-        if len(self.line_kinds) < 4096:
-            self.line_kinds[indexes] = kind
-        return kind
+        with self._lock:  # a plan is shared by the threads of a server
+            hit = self.line_kinds.get(indexes)
+            if hit is not None:
+                return hit
+            if len(self.by_id) >= 4096:
+                return _HitSet(-1, *args)
+            hit = _HitSet(len(self.by_id), *args)
+            self.by_id.append(hit)
+            self.line_kinds[indexes] = hit
+            return hit
 
 
 _PLANS: dict[tuple[LineMatcher, tuple[frozenset[str], ...]], _Plan] = {}
@@ -217,6 +275,8 @@ class _Reader:
         self.confirmed: dict[str, int] = {}  # confirmations per rule id in this source
         self.parsed: dict[int, LineContext] = {}  # source offset -> prefix of a recently parsed hit line
         self.ready: dict[_Plan, set[tuple[int, ...]]] = {}  # per plan: hit sets past ``repeat_after``
+        self.held: dict[_Plan, list[list[set[int]] | None]] = {}
+        self.quiet: set[int] = set()
         windows = _ProgressWindows()
         last_byte = b"\n"
         for number, (buf, begin, end) in enumerate(self.chunks(stream)):
@@ -314,6 +374,11 @@ class _Reader:
         ready = self.ready.setdefault(plan, set())  # hit sets whose symptom rules were all confirmed often
         leading = _LEADING_RANK_AT
         shortcuts = self.shortcuts
+        # per hit set (by id) once its rules were confirmed often: the rank sets of its symptoms' events
+        held = self.held.setdefault(plan, [])
+        tally: dict[_HitSet, int] = {}  # hit set -> lines of it only counted
+        quiet = self.quiet  # ranks that erred and have no open traceback: their traceback lines are skipped
+        skipped = 0
         while i < n:
             at, first = hits[i]
             i += 1
@@ -326,43 +391,85 @@ class _Reader:
             else:
                 indexes = (first,)
             end = at + begin
-            kind = line_kinds.get(indexes)
-            if kind is None:
-                kind = plan.line_kind(indexes)
-            sampled, key, progress, symptom_objs, structure, all_repeatable, rank_countable = kind
-            if sampled and not (progress and progress_all):
+            hit = line_kinds.get(indexes)
+            if hit is None:
+                hit = plan.hit_set(indexes)
+            if hit.sampled and not (hit.progress and progress_all):
+                key = hit.key
                 count = seen.get(key, 0) + 1
                 if count > full_lines and not keep(count):
-                    if progress and stop_on_sampling:  # from here on the caller samples progress by window
+                    if hit.progress and stop_on_sampling:  # from here on the caller samples progress by window
                         start = max(chunk.rfind(b"\n", begin, end) + 1, begin)
+                        self._flush(src, plan, tally, skipped)
                         return lineno + chunk.count(b"\n", counted, start), start
                     seen[key] = count
                     continue
                 seen[key] = count
             start = max(chunk.rfind(b"\n", begin, end) + 1, begin)
+            ctx = None
+            rank = None
             # the rank of a line that starts with torchrun's [rankN]: (rules.context.leading_rank), read in place
-            m = leading(chunk, start) if shortcuts and (structure or rank_countable) else None
-            rank = int(m.group(1)) if m is not None else None
-            if rank is not None:  # the participant is known without parsing the prefix: try to only count it
-                if structure and collector.skip_traceback_of(src, ("r", rank)):
-                    continue
-                if rank_countable and (indexes in ready or _often(confirmed, symptom_objs, repeat_after, ready, indexes)) \
-                        and collector.repeat_of(src, ("r", rank), symptom_objs):
-                    continue
-            line = chunk[start:end]
-            if line.endswith(b"\r"):
-                line = line[:-1]
-            ctx = parse_prefix(line)
+            if shortcuts and hit.by_rank:
+                m = leading(chunk, start)
+                if m is not None:  # the participant is known without parsing the prefix: try to only count it
+                    rank = int(m.group(1))
+                    if hit.structure:
+                        if rank in quiet:
+                            skipped += 1
+                            continue
+                        if collector.skip_traceback_of(src, ("r", rank)):
+                            quiet.add(rank)
+                            continue
+                    else:
+                        number = hit.id
+                        holders = held[number] if 0 <= number < len(held) else None
+                        if holders is None and (indexes in ready or _often(confirmed, hit.symptoms, repeat_after,
+                                                                           ready, indexes)):
+                            holders = [collector.ranks_with(r.symptom or "") for r in hit.symptoms]
+                            if number >= 0:
+                                held.extend([None] * (number + 1 - len(held)))
+                                held[number] = holders
+                        if holders is not None:
+                            for ranks in holders:
+                                if rank not in ranks:
+                                    break
+                            else:  # every symptom of the line has an event on this rank: count the line
+                                tally[hit] = tally.get(hit, 0) + 1
+                                continue
+                            light = hit.light if hit.light is not _UNSEEN else plan.light_plan(hit, indexes)
+                            if light is not None:
+                                line = chunk[start:end]
+                                if line.endswith(b"\r"):
+                                    line = line[:-1]
+                                ctx = parse_prefix(line)
+                                if ctx.rank == rank and ctx.node is None and ctx.local_rank is None \
+                                        and not ctx.kernel and src.hint.node is None \
+                                        and (not light[1] or self._names_rank(plan, light[1], line, ctx, rank)):
+                                    lineno += chunk.count(b"\n", counted, start)
+                                    counted = start
+                                    if collector.light(src, rank, ctx, hit.symptoms, lineno + 1, origin + start,
+                                                       end - start, light[0],
+                                                       lambda s=start: self._lookback(chunk, s, floor, origin, cache)):
+                                        if len(line) == end - start:
+                                            if len(parsed) >= 256:
+                                                parsed.clear()
+                                            parsed[origin + start] = ctx
+                                        continue
+            if ctx is None:
+                line = chunk[start:end]
+                if line.endswith(b"\r"):
+                    line = line[:-1]
+                ctx = parse_prefix(line)
             if len(line) == end - start:  # a later lookback may need this line's time: parsed once
                 if len(parsed) >= 256:
                     parsed.clear()
                 parsed[origin + start] = ctx
             if rank is None and shortcuts:
-                if structure and collector.skip_traceback(src, ctx):
+                if hit.structure and collector.skip_traceback(src, ctx):
                     continue  # a later traceback of a rank that already erred: its frames go unused
-                if (all_repeatable or (rank_countable and ctx.rank is not None)) \
-                        and (indexes in ready or _often(confirmed, symptom_objs, repeat_after, ready, indexes)) \
-                        and collector.repeat(src, ctx, symptom_objs):
+                if (hit.all_repeatable or (hit.rank_countable and ctx.rank is not None)) \
+                        and (indexes in ready or _often(confirmed, hit.symptoms, repeat_after, ready, indexes)) \
+                        and collector.repeat(src, ctx, hit.symptoms):
                     continue  # a line like many before it, from a rank already seen: counted, not re-read
             lineno += chunk.count(b"\n", counted, start)
             counted = start
@@ -380,7 +487,43 @@ class _Reader:
                 continue
             collector.on_line(src, line, lineno + 1, ctx, matches,
                               lambda s=start: self._lookback(chunk, s, floor, origin, cache))
+            touched = collector.touched
+            if touched is not None and touched[0] == "r":
+                quiet.discard(touched[1])  # its stream may hold an open traceback again
+        self._flush(src, plan, tally, skipped)
         return lineno + chunk.count(b"\n", counted, limit), None
+
+    def _flush(self, src: SourceState, plan: _Plan, tally: dict[_HitSet, int], skipped: int) -> None:
+        """Add the lines one call of :meth:`_chunk` only counted (nothing reads the counts meanwhile)."""
+        count = self.collector.count_repeats
+        for hit, lines in tally.items():
+            count(src, hit.symptoms, lines)
+        src.other_lines += skipped
+
+    @staticmethod
+    def _names_rank(plan: _Plan, indexes: list[int], line: bytes, ctx: LineContext, rank: int) -> bool:
+        """Do the rank captures of these rules (when any) confirm on the line and name ``rank``? A digit-blind
+        rule's rank span is looked up by the line's shape (rules/shapes.py), the others run RE2."""
+        shape = None
+        for index in indexes:
+            if plan.blind[index]:
+                if shape is None:
+                    shape = line.translate(BLIND)
+                key = (index, shape)
+                spans = plan.rank_spans
+                span = spans.get(key, _UNSEEN)
+                if span is _UNSEEN:
+                    span = plan.matcher.group_span(index, line, "rank")
+                    if len(spans) >= 4096:
+                        spans.clear()
+                    spans[key] = span
+                if span is None or span[0] < 0 or parse_int(line[span[0]:span[1]].decode("utf-8", "replace")) != rank:
+                    return False
+            else:
+                m = plan.matcher.confirm(index, line, ctx.message_start)
+                if m is None or parse_int(m.groups.get("rank")) != rank:
+                    return False
+        return True
 
     def _lookback(self, chunk: bytes, start: int, begin: int, origin: int,
                   cache: _LookbackCache) -> tuple[datetime | None, bool]:
@@ -468,6 +611,13 @@ def _repeatable(rule: Rule, anchored: bool, settings: Settings, allow_rank: bool
             and rule.symptom not in cfg["overflow_symptoms"] and rule.symptom not in cfg["oom_symptoms"])
 
 
+def _lightable(rule: Rule, read_names: set[str]) -> bool:
+    """May this rule's first line on a rank become a light record? A log rule whose captures no job fact
+    or numeric series reads (the caller also needs it counted-repeatable or capturing only the rank)."""
+    return (rule.kind == "log" and bool(rule.symptom) and not (read_names & set(rule.fields))
+            and not any(f"(?P<{name}>" in rule.pattern for name in read_names))
+
+
 def _sniff(head: bytes) -> str | None:
     for magic, what in _MAGIC:
         if head.startswith(magic):
@@ -524,6 +674,7 @@ class _Extractor:
         ranks and numbers. Such a source never counts as supplied logs (nothing is absent from it)."""
         data = text.encode("utf-8", "surrogatepass")
         src = self.collector.begin_source(name, SourceHint(name=name, kind="description"))
+        self.collector.rereads[src.index] = _in_bytes(data)
         src.reliability = reliability
         self.reader.read(src, io.BytesIO(data), len(data))
 
@@ -539,6 +690,7 @@ class _Extractor:
         if warning:
             self.warnings.append(warning)
         src = self.collector.begin_source(name, source_hint(name))
+        self.collector.rereads[src.index] = _in_bytes(data)
         self.reader.read(src, io.BytesIO(data), len(data))
 
     def file_source(self, name: str, path: Path) -> None:
@@ -556,11 +708,30 @@ class _Extractor:
             if warning:
                 self.warnings.append(warning)
             src = self.collector.begin_source(name, source_hint(name))
+            self.collector.rereads[src.index] = _in_file(Path(path), isinstance(stream, gzip.GzipFile))
             size = None if isinstance(stream, gzip.GzipFile) else _file_size(path)
             try:
                 self.reader.read(src, _Prepend(sample, stream), size)
             except (OSError, EOFError, gzip.BadGzipFile) as exc:
                 self.warnings.append(f"{path}: reading stopped early ({exc}); the part read was used")
+
+
+def _in_bytes(data: bytes) -> Callable[[int, int], bytes]:
+    """Read a line of a text source again (a light record shown after all, rules/compact.py)."""
+    return lambda at, size: data[at:at + size]
+
+
+def _in_file(path: Path, gzipped: bool) -> Callable[[int, int], bytes]:
+    """Read a line of a log file again; ``b""`` when it can no longer be read."""
+    def reread(at: int, size: int) -> bytes:
+        try:
+            with open(path, "rb") as fh:
+                stream: BinaryIO = gzip.GzipFile(fileobj=fh, mode="rb") if gzipped else fh  # type: ignore[assignment]
+                stream.seek(at)
+                return stream.read(size)
+        except (OSError, EOFError, gzip.BadGzipFile):
+            return b""
+    return reread
 
 
 def _stated_texts(evidence: dict[str, Any]) -> list[str]:

@@ -287,6 +287,15 @@ class LineMatcher:
         start, end = m.span()
         return RuleMatch(self.rules[index], index, groups, start + offset, end + offset)
 
+    def group_span(self, index: int, line: bytes, name: str) -> tuple[int, int] | None:
+        """Where rule ``index`` (not anchored) captures group ``name`` on a byte line: ``(-1, -1)`` when the
+        rule matches without that group, ``None`` when it does not match (what :meth:`confirm` would say)."""
+        m = self.regexes[index].search(line)
+        if m is None:
+            return None
+        group = next((g for n, g in self._names[index] if n == name), None)
+        return (-1, -1) if group is None else m.span(group)
+
     def match_line(self, line: bytes | str, message_start: int = 0) -> list[RuleMatch]:
         """All rules that match one line (Hyperscan pre-filter, then RE2); for examples and small texts."""
         data = line.encode("utf-8") if isinstance(line, str) else line

@@ -3,19 +3,23 @@ the diagnosis is the one a full read gives."""
 
 from __future__ import annotations
 
+import gzip
 import random
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.error_dense_bench import generate, victim_block
+from bench.error_dense_bench import generate, origin_block, victim_block
 from dsdoctor.rules import derive as derive_module
 from dsdoctor.rules import extract as extract_module
 from dsdoctor.rules.collect import Collector
+from dsdoctor.rules.compact import FULL_EVENTS, Light
 from dsdoctor.rules.context import leading_rank, parse_prefix, untimed
 from dsdoctor.rules.extract import extract, extract_text
 from dsdoctor.rules.loader import default_rules
+from dsdoctor.rules.matcher import LineMatcher, relax_bounds
+from dsdoctor.rules.shapes import BLIND, digit_blind
 
 RANKS, BLOCKS = 256, 3
 
@@ -114,7 +118,7 @@ def _straightforward(monkeypatch, path):
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ranks=st.integers(2, 160), blocks=st.integers(1, 4), seed=st.integers(0, 10_000),
+@given(ranks=st.integers(2, 400), blocks=st.integers(1, 4), seed=st.integers(0, 10_000),
        drop=st.sampled_from([0.0, 0.05, 0.3]))
 def test_the_shortcuts_show_what_reading_every_line_shows(tmp_path, monkeypatch, ranks, blocks, seed, drop) -> None:
     path = tmp_path / f"job-{ranks}-{blocks}-{seed}.log"
@@ -145,3 +149,122 @@ def test_a_line_called_untimed_has_no_time() -> None:
         assert parse_prefix(line).time is None, line  # ... and never a line that has a time
     for i in range(1, 4):  # in place, as the lookback calls it
         assert untimed(b"x\n" * i + b"[rank3]:   File 'a.py'", 2 * i)
+
+
+def _collector_of(monkeypatch, evidence, log_files=()):
+    seen: list[Collector] = []
+    finish = derive_module.finish
+    with monkeypatch.context() as m:
+        m.setattr(derive_module, "finish", lambda collector, *a: (seen.append(collector), finish(collector, *a)))
+        x = extract(evidence, log_files=list(log_files))
+    return x, seen[0]
+
+
+@pytest.mark.parametrize("gzipped", [False, True])
+def test_past_the_first_ranks_a_symptom_keeps_light_records_that_read_their_line_again(
+        dense_log, tmp_path, monkeypatch, gzipped) -> None:
+    path, _ = dense_log
+    if gzipped:
+        packed = tmp_path / "job.log.gz"
+        packed.write_bytes(gzip.compress(path.read_bytes()))
+        path = packed
+    _, fast = _collector_of(monkeypatch, {}, [("job", path)])
+    with monkeypatch.context() as m:
+        m.setattr(extract_module._Reader, "shortcuts", False)
+        _, full = _collector_of(monkeypatch, {}, [("job", path)])
+    lights = [(k, e) for k, e in fast.events.items() if isinstance(e, Light)]
+    assert len(lights) > len(fast.events) // 2  # most (symptom, rank) firsts of 255 victim ranks are light
+    assert sum(not isinstance(e, Light) for e in fast.events.values()) < 3 * FULL_EVENTS + 64
+    for key, light in lights[:: max(1, len(lights) // 40)]:
+        event = full.events[key]  # the straightforward path read the same line in full
+        assert (light.lineno, light.rank, light.time, light.near_time, light.rule) == \
+            (event.lineno, event.rank, event.time, event.near_time, event.rule)
+        assert fast.line_of(light) == (event.text, event.fields)
+
+
+def test_a_light_record_of_a_text_source_reads_its_line_again(monkeypatch) -> None:
+    lines = []
+    for rank in range(200):
+        lines += victim_block(rank, 4180, 1727980000.0 + rank * 0.01)[:4]
+    _, collector = _collector_of(monkeypatch, {"logs": [{"source": "job", "text": "\n".join(lines) + "\n"}]})
+    lights = [e for e in collector.events.values() if isinstance(e, Light)]
+    assert lights
+    for light in lights[:5]:
+        text, _ = collector.line_of(light)
+        assert text == lines[light.lineno - 1][:len(text)] and f"[rank{light.rank}]:" in text
+
+
+def test_victim_lines_shown_after_the_origin_may_be_light_records(tmp_path, monkeypatch) -> None:
+    """The victims shown are the earliest after the origin: with hundreds of victims printing *before* the
+    origin's time, the ones shown are light records, read again with the same text a full read keeps."""
+    lines = []
+    t = 1727980000.0
+    for rank in range(1, 400):
+        lines += victim_block(rank, 4180, t + rank * 0.001)[:4]
+    path = tmp_path / "job.log"
+    path.write_text("\n".join([*lines, *origin_block(0, t + 0.2), *[ln for r in range(1, 400) for ln in
+                                                                     victim_block(r, 4181, t + 1 + r * 0.001)]]) + "\n")
+    fast = extract({}, log_files=[("job", path)])
+    assert fast.first_error is not None and fast.first_error.rank == 0
+    assert _view(fast) == _view(_straightforward(monkeypatch, path))
+
+
+@pytest.mark.parametrize(("pattern", "blind"), [
+    (r"aborted on rank (?P<rank>\d+)\.", True), (r"[0-9a-f]+ x\w{1,4} .*", True), (r"[^\]]+\] (?:a|b)", True),
+    (r"return code = -9\b", False), (r"Xid (?P<xid>79),", False), (r"skipped=[1-9]\d*", False), (r"[^5]x", False),
+    (r"(?P<a>\d)-(?P=a)", False), (r"\pN+", False), (r"(?:9\d|100)%", False), (r"[a-z_]+\d{2,3}", True),
+])
+def test_digit_blind_patterns_are_those_that_treat_every_digit_alike(pattern: str, blind: bool) -> None:
+    assert digit_blind(pattern) is blind
+
+
+def _spans(regex, line: bytes):
+    m = regex.search(line)
+    return None if m is None else [m.span(g) for g in range(regex.groups + 1)]
+
+
+def test_a_digit_blind_rule_matches_every_line_of_a_shape_alike() -> None:
+    """What the shape cache rests on, for every rule of the shipped set and its examples: a digit-blind
+    rule's match and group spans are the same when the digits of the line change (a rule with literal
+    digits is not, which is why it is left out)."""
+    rng = random.Random(5)
+    matcher = LineMatcher(default_rules().line_rules)
+    changed_by_digits = 0
+    for index, rule in enumerate(matcher.rules):
+        lines = [str(e["line"]).encode() for e in rule.match_examples if "line" in e]
+        lines += [str(t).encode() for t in rule.no_match_examples]
+        blind = digit_blind(relax_bounds(rule.pattern))
+        for line in lines:
+            for _ in range(4):
+                other = bytes(rng.choice(b"0123456789") if 48 <= c <= 57 else c for c in line)
+                same = _spans(matcher.regexes[index], line) == _spans(matcher.regexes[index], other)
+                if blind:
+                    assert same, (rule.id, line, other)
+                    assert line.translate(BLIND) == other.translate(BLIND)
+                elif not same:
+                    changed_by_digits += 1
+    assert changed_by_digits > 0
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ranks=st.integers(70, 300), seed=st.integers(0, 10_000))
+def test_digit_bearing_rules_on_lines_of_one_shape_read_as_a_full_read_does(tmp_path, monkeypatch, ranks, seed) -> None:
+    """``SeqNum=0`` and ``SeqNum=7`` have the same digit-blind shape, but only the first is hit by the
+    first-collective rule (a literal digit): light records and repeats must follow the real lines."""
+    rng = random.Random(seed)
+    lines = [ln for b in range(3) for r in rng.sample(range(ranks), ranks)
+             for ln in victim_block(r, rng.choice([0, 1, 7, 4180 + b]), 1727980000.0 + b * 5 + rng.random())]
+    path = tmp_path / f"seq-{ranks}-{seed}.log"
+    path.write_text("\n".join(lines) + "\n")
+    fast = extract({}, log_files=[("job", path)])
+    assert "s.timeout_first_collective" in fast.symptoms
+    assert _view(fast) == _view(_straightforward(monkeypatch, path))
+
+
+def test_rank_captures_read_by_re2_where_the_shape_is_not_trusted(dense_log, monkeypatch) -> None:
+    path, _ = dense_log
+    expected = _view(extract({}, log_files=[("job", path)]))
+    with monkeypatch.context() as m:
+        for plan in list(extract_module._PLANS.values()):
+            m.setattr(plan, "blind", [False] * len(plan.blind))
+        assert _view(extract({}, log_files=[("job", path)])) == expected
