@@ -415,7 +415,8 @@ def _overflow(collector: Collector, cfg: dict[str, Any], extraction: Extraction,
         if e.new is not None:
             previous_new = e.new
             lowest = e.new if lowest is None else min(lowest, e.new)
-    at_minimum = lowest is not None and lowest <= min_scale
+    # the scaler saying it is at its floor ("already at minimum") ends any warm-up reading of the chain
+    at_minimum = (lowest is not None and lowest <= min_scale) or "s.loss_scale_at_minimum" in collector.symptoms
     count = collector.overflow_count
     fields = {"overflows": count, "late_overflows": late, "lowest_scale": lowest}
     ranks = sorted({e.rank for e in events if e.rank is not None})

@@ -112,20 +112,26 @@ class Lexicon:
         for comp in self.compositions:
             if not all(found_in_line[c] for c in comp.concepts):
                 continue
-            best: tuple[int, int, list[tuple[int, int, dict[str, str]]]] | None = None
+            # the tightest hit per polarity: a "yes" in one span of the line wins over a "no" in another
+            # ("I thought it never went above 90 C; it actually reached 98 C")
+            best: dict[bool, tuple[int, int, list[tuple[int, int, dict[str, str]]]]] = {}
             for start, end in spans[comp.span]:
                 if any(within(c, start, end) for c in comp.excluded):
                     continue
                 found = _tightest(comp, [within(c, start, end) for c in comp.concepts])
-                if found is not None and (best is None or found[1] - found[0] < best[1] - best[0]):
-                    best = found
-            if best is None:
+                if found is None:
+                    continue
+                no = _is_negated(comp, line, found[0], found[2], cfg, negated)
+                if no not in best or found[1] - found[0] < best[no][1] - best[no][0]:
+                    best[no] = found
+            if not best:
                 continue
-            start, end, picked = best
+            no = False not in best
+            start, end, picked = best[no]
             fields: dict[str, str] = {}
             for _, _, groups in picked:
                 fields.update(groups)
-            yield Hit(comp, start, end, _is_negated(comp, line, start, picked, cfg, negated), fields)
+            yield Hit(comp, start, end, no, fields)
 
 
 def _is_negated(comp: Composition, line: str, start: int, picked: list[tuple[int, int, dict[str, str]]],

@@ -128,3 +128,34 @@ def test_the_composer_reads_the_words_at_the_top_and_skips_blobs():
     assert late is None or not any(r.startswith("lexicon.") for r in late.rules)  # past max_chars
     blob = extract({"description": "x" * lexicon.max_line_chars + " the loss turns into NaN"})
     assert "s.loss_nan" not in blob.symptoms or "lexicon.loss_nan" not in blob.symptoms["s.loss_nan"].rules
+
+
+def test_a_yes_in_one_span_of_a_line_wins_over_a_no_in_another():
+    text = "we assumed the card never got above 90 C; the monitoring log shows it touched 99 C later on"
+    x = extract({"description": text})
+    assert "lexicon.gpu_hot_reading" in x.symptoms["s.thermal_throttle"].rules
+    only_no = extract({"description": "the card never got above 90 C during the whole run"})
+    assert "s.thermal_throttle" not in only_no.symptoms and "s.thermal_throttle" in only_no.absent
+
+
+@pytest.mark.parametrize(("text", "symptom"), [
+    ("the trainer refuses to start: a global batch of 12 is not divisible by the 8 devices", "s.batch_size_assert"),
+    ("它说 batch_size 必须能被 GPU 数量整除", "s.batch_size_assert"),
+    ("one card overheats and throttles after twenty minutes", "s.thermal_throttle"),
+    ("两张卡温度都到了 96 度", "s.thermal_throttle"),
+    ("the replicas seem to train completely independently, gradients are never averaged", "s.ranks_out_of_sync"),
+    ("各卡参数不一致，看起来没有做梯度同步", "s.ranks_out_of_sync"),
+])
+def test_batch_divisibility_heat_and_unsynchronised_replicas_are_read(text: str, symptom: str):
+    x = extract({"description": text})
+    assert symptom in x.symptoms, sorted(x.symptoms)
+
+
+@pytest.mark.parametrize("text", [
+    "the sequence length must be divisible by the tensor-parallel size",
+    "GPU temperature target is set to 92 C in the BIOS",
+    "gradients are all-reduced across ranks and the replicas stay identical",
+])
+def test_near_misses_of_those_phrases_stay_silent(text: str):
+    x = extract({"description": text})
+    assert not {"s.batch_size_assert", "s.thermal_throttle", "s.ranks_out_of_sync"} & set(x.symptoms)

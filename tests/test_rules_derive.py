@@ -234,6 +234,16 @@ def test_overflow_repeated_after_recovery_and_down_to_the_minimum() -> None:
     assert "s.loss_scale_falling" in x.symptoms and "s.loss_scale_at_minimum" in x.symptoms
 
 
+def test_the_scaler_at_its_floor_is_no_warm_up_even_when_the_chain_looks_short() -> None:
+    from dsdoctor.rules.extract import extract_text
+
+    chain = [f"[INFO] [loss_scaler.py:183:update_scale] {overflow(2 ** p)}" for p in range(6, 2, -1)]
+    x = extract_text("\n".join([*chain, "Exception: Current loss scale already at minimum - cannot decrease scale "
+                                         "anymore. Exiting run."]), source="rank0")
+    assert "s.loss_scale_at_minimum" in x.symptoms
+    assert "s.fp16_overflow_repeated" in x.symptoms and "s.fp16_overflow_early_only" in x.absent
+
+
 def test_oom_figures_other_process() -> None:
     x = run(lines(OOM))
     assert "s.oom_other_process_on_gpu" in x.symptoms
