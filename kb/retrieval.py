@@ -50,6 +50,7 @@ INDEX_MEMO_SIZE = 256
 _EXCLUDED: ContextVar[frozenset[str]] = ContextVar("retrieval_excluded", default=frozenset())
 _GITHUB_THREAD = re.compile(r"github\.com/([^/\s]+)/([^/\s#?]+)/(?:issues|pull|discussions)/(\d+)", re.I)
 _SHORT_THREAD = re.compile(r"^([\w.-]+/[\w.-]+)#(\d+)$")
+_SCHEME = re.compile(r"^https?://(?:www\.)?", re.I)
 
 
 @dataclass
@@ -62,7 +63,7 @@ class _Index:
 
 def thread_key(reference: str) -> str:
     """One spelling of an issue thread: ``owner/repo#N`` (lower case) for a GitHub URL or a
-    ``owner/repo#N`` reference, else the reference without fragment and trailing slash."""
+    ``owner/repo#N`` reference, else the reference without scheme, fragment and trailing slash."""
     reference = reference.strip()
     found = _GITHUB_THREAD.search(reference)
     if found:
@@ -70,7 +71,8 @@ def thread_key(reference: str) -> str:
     found = _SHORT_THREAD.match(reference)
     if found:
         return f"{found[1]}#{found[2]}".lower()
-    return reference.split("#", 1)[0].rstrip("/").lower()
+    # a public page (a blog post, a forum thread): its address without scheme, however it is spelled
+    return _SCHEME.sub("", reference.split("#", 1)[0]).rstrip("/").lower()
 
 
 @contextmanager

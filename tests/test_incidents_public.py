@@ -20,7 +20,9 @@ def test_the_shipped_public_incidents_are_the_corpus_exported():
         "kb/data/incidents/public.jsonl is out of step with bench/corpus: run python -m bench.corpus --export-incidents")
     records = _public_lines()
     assert len(records) == len(corpus.load_cases(corpus.CORPUS_DIR))
-    assert all(r["id"].startswith("PUB-") and r["source_url"].startswith("https://github.com/") for r in records)
+    assert all(r["id"].startswith("PUB-") and r["source_url"].startswith("https://") for r in records)
+    # most are GitHub threads; a few are public pages (a post-mortem, a forum thread)
+    assert sum(r["source_url"].startswith("https://github.com/") for r in records) > 0.9 * len(records)
 
 
 @pytest.fixture

@@ -71,4 +71,7 @@ def test_hiding_a_thread_hides_every_incident_from_it_and_their_words(kb_with_in
 def test_the_shipped_incidents_all_vote_for_a_cause_the_knowledge_base_has(real_kb):
     incidents = retrieval._incidents(dataclasses.replace(real_kb, cache={}))
     assert incidents and all(i.cause in real_kb.causes and i.terms for i in incidents)
-    assert all(any("#" in k for k in i.keys) for i in incidents)  # every one is tied to its thread
+    # every one is tied to its thread: a GitHub owner/repo#N, or a public page's address
+    assert all(any("#" in k or "/" in k for k in i.keys) for i in incidents)
+    pages = [i for i in incidents if not any("#" in k for k in i.keys)]
+    assert all(retrieval.thread_key("https://www." + k) == k for i in pages for k in i.keys if "/" in k)
