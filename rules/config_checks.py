@@ -207,6 +207,11 @@ def check_keys(config: dict[str, Any], ctx: CheckContext) -> None:
                     ctx.add("config.not_a_mapping", "error", "not_a_mapping", full, "s.config_unknown_key",
                             path=full, value=value)
 
+    top = sections.get("", [])
+    cutoff = ctx.thresholds["did_you_mean_cutoff"]
+    if config and not any(str(k) in top or difflib.get_close_matches(str(k), top, n=1, cutoff=cutoff)
+                          for k in config):
+        return  # no top-level key DeepSpeed knows or nearly knows: another framework's config
     walk(config, "")
 
 
