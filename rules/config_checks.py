@@ -209,9 +209,13 @@ def check_keys(config: dict[str, Any], ctx: CheckContext) -> None:
 
     top = sections.get("", [])
     cutoff = ctx.thresholds["did_you_mean_cutoff"]
-    if config and not any(str(k) in top or difflib.get_close_matches(str(k), top, n=1, cutoff=cutoff)
-                          for k in config):
-        return  # no top-level key DeepSpeed knows or nearly knows: another framework's config
+    nested = {path.rsplit(".", 1)[-1] for path in [*sections, *open_sections] if "." in path}
+
+    def deepspeed_like(key: str) -> bool:  # a top-level key, nearly one, or a misplaced DeepSpeed section
+        return key in top or key in nested or bool(difflib.get_close_matches(key, top, n=1, cutoff=cutoff))
+
+    if config and not any(deepspeed_like(str(k)) for k in config):
+        return  # another framework's config (a detector's `device: {gpu_ids: ...}`), not a ds_config
     walk(config, "")
 
 
