@@ -207,6 +207,15 @@ def check_keys(config: dict[str, Any], ctx: CheckContext) -> None:
                     ctx.add("config.not_a_mapping", "error", "not_a_mapping", full, "s.config_unknown_key",
                             path=full, value=value)
 
+    top = sections.get("", [])
+    cutoff = ctx.thresholds["did_you_mean_cutoff"]
+    nested = {path.rsplit(".", 1)[-1] for path in [*sections, *open_sections] if "." in path}
+
+    def deepspeed_like(key: str) -> bool:  # a top-level key, nearly one, or a misplaced DeepSpeed section
+        return key in top or key in nested or bool(difflib.get_close_matches(key, top, n=1, cutoff=cutoff))
+
+    if config and not any(deepspeed_like(str(k)) for k in config):
+        return  # another framework's config (a detector's `device: {gpu_ids: ...}`), not a ds_config
     walk(config, "")
 
 

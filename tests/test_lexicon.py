@@ -159,3 +159,39 @@ def test_batch_divisibility_heat_and_unsynchronised_replicas_are_read(text: str,
 def test_near_misses_of_those_phrases_stay_silent(text: str):
     x = extract({"description": text})
     assert not {"s.batch_size_assert", "s.thermal_throttle", "s.ranks_out_of_sync"} & set(x.symptoms)
+
+
+@pytest.mark.parametrize(("text", "symptom"), [
+    ("nvidia-smi lists a second process of another user holding most of the VRAM", "s.oom_other_process_on_gpu"),
+    ("查了一下，有个陌生的服务进程把显存几乎全占了", "s.oom_other_process_on_gpu"),
+    ("now and then the log shows the OVERFLOW! skipping step message and training goes on",
+     "s.fp16_overflow_early_only"),
+    ("训练过程中偶尔打印跳过这一步的提示，loss 正常下降", "s.fp16_overflow_early_only"),
+    ("GPU utilisation keeps dipping to 0% between batches", "s.low_gpu_util"),
+    ("显卡利用率时常掉到 0，过几秒又回来", "s.low_gpu_util"),
+    ("any tips to speed up the data loading? the images are large", "s.slow_data_loading"),
+    ("we see a gradual rise of GPU memory usage every epoch", "s.mem_allocated_rising"),
+    ("the job never makes it past three epochs before it runs out of GPU memory", "s.oom_after_many_steps"),
+    ("the train loss is logged as 0 for every step", "s.loss_zero"),
+    ("on eight GPUs the job freezes towards the end of each epoch", "s.uneven_batches"),
+])
+def test_the_batch5_families_are_read(text: str, symptom: str):
+    x = extract({"description": text})
+    assert symptom in x.symptoms, sorted(x.symptoms)
+
+
+@pytest.mark.parametrize(("text", "symptom"), [
+    ("our own training process holds 30 GB of GPU memory, nothing else runs", "s.oom_other_process_on_gpu"),
+    ("the skipped-step overflow message appears on every single step", "s.fp16_overflow_early_only"),
+    ("GPU memory drops to 0 once the job exits", "s.low_gpu_util"),
+    ("a steady increase in throughput after the warm-up", "s.mem_allocated_rising"),
+    ("at the end of each epoch the eval loss goes down", "s.uneven_batches"),
+])
+def test_near_misses_of_the_batch5_families_stay_silent(text: str, symptom: str):
+    x = extract({"description": text})
+    assert symptom not in x.symptoms, sorted(x.symptoms)
+
+
+def test_a_frequency_word_with_a_negation_character_is_no_negation():
+    x = extract({"description": "训练时不时会卡住"})
+    assert "s.hang" in x.symptoms and "s.hang" not in x.absent

@@ -122,3 +122,11 @@ def test_world_size_from_logs_when_not_given() -> None:
     x = run("[2024-05-01 10:00:00,123] [INFO] [launch.py:164:main] dist_world_size=16\n",
             config={"train_batch_size": 128, "train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 2})
     assert any(f.id == "config.batch_arithmetic" for f in x.config_findings)
+
+
+def test_another_frameworks_config_is_not_checked_key_by_key() -> None:
+    got = findings({"model": {"arch": "resnet18"}, "device": {"gpu_ids": [0, 1]}, "runner": {"max_epochs": 12}})
+    assert "config.unknown_key" not in got
+    # one DeepSpeed-like key (a near miss or a misplaced section) keeps the check on
+    assert "config.unknown_key" in findings({"zero_optimisation": {"stage": 2}})
+    assert "config.unknown_key" in findings({"offload_param": {"device": "cpu"}})
