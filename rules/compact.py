@@ -36,7 +36,7 @@ Reread = Callable[[int, int], bytes]
 
 
 def time_key(near: datetime | None, rank: int | None, order: int) -> TimeKey:
-    """The order the looks sort events in (``derive._time_key``): earliest first."""
+    """The order the looks sort events in (rules/derive.py sorts by this too): earliest first."""
     return (near is None, near or datetime.max, rank is None, order)
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import re2
 
 from dsdoctor.rules.collect import Collector, Event
-from dsdoctor.rules.compact import Light
+from dsdoctor.rules.compact import Light, TimeKey, time_key
 from dsdoctor.rules.matcher import re2_options
 from dsdoctor.rules.model import Extraction, FirstError, LineRef, ObservedSymptom
 from dsdoctor.rules.scope import attribute_sources, derive_scope
@@ -89,10 +89,11 @@ def _int(value: Any) -> int | None:
     return None
 
 
-def _time_key(event: Event) -> tuple[bool, datetime, bool, int]:
+def _time_key(event: Event | Light) -> TimeKey:
     """Earliest first (a line without its own stamp is placed by the nearest earlier one); without times,
-    a line that names its rank before one that does not (a kernel line)."""
-    return (event.near_time is None, event.near_time or datetime.max, event.rank is None, event.order)
+    a line that names its rank before one that does not (a kernel line). One definition with the
+    reader's (rules/compact.py), which decides by it which lines may stay light."""
+    return time_key(event.near_time, event.rank, event.order)
 
 
 def _iso(time: datetime | None, year_known: bool = True) -> str | None:
