@@ -17,7 +17,7 @@ from typing import Any
 
 import re2
 
-from dsdoctor.rules.compact import Earliest, Light, LightKind, Reread, time_class, time_key
+from dsdoctor.rules.compact import Earliest, Light, LightKind, LightTable, Reread, time_class, time_key
 from dsdoctor.rules.context import LineContext, SourceHint, parse_prefix
 from dsdoctor.rules.jobfacts import JobFacts, read_command, read_frame
 from dsdoctor.rules.matcher import RuleMatch, re2_options
@@ -172,6 +172,9 @@ class Collector:
         self.earliest: dict[str, Earliest] = {}  # symptom -> its earliest events (rules/compact.py)
         self.rereads: dict[int, Reread] = {}  # source index -> how to read one of its lines again
         self.light_kinds: dict[tuple[str, int, Any], LightKind] = {}
+        # symptom -> its light records (not in ``events``; derived-only symptoms keep Light objects there)
+        self.light_tables: dict[str, list[LightTable]] = {}
+        self._tables: dict[LightKind, LightTable] = {}
         self.rank_keys: dict[int, Participant] = {}  # one ("r", rank) tuple per rank, shared by its records
         self.sources: list[SourceState] = []
         self.years: dict[int, int] = {}  # year -> lines with a full date (for year-less timestamps)
@@ -301,12 +304,36 @@ class Collector:
 
     def repeat_of(self, src: SourceState, key: Participant, rules: list[Rule]) -> bool:
         """:meth:`repeat` for a participant already known (the line carries no dated timestamp)."""
-        events = self.events
         for rule in rules:
-            if (rule.symptom or "", key) not in events:
+            if not self.has_event(rule.symptom or "", key):
                 return False
         self.count_repeats(src, rules, 1)
         return True
+
+    def has_event(self, sid: str, key: Participant) -> bool:
+        """Has ``key`` an event of ``sid``, full or light? (A rank's: ``ranks_with`` holds both kinds.)"""
+        if key[0] == "r":
+            ranks = self.ranked.get(sid)
+            return ranks is not None and key[1] in ranks
+        return (sid, key) in self.events
+
+    def tables(self, sid: str | None = None) -> list[LightTable]:
+        """The light tables of one symptom, or of all."""
+        if sid is not None:
+            return self.light_tables.get(sid, [])
+        return [t for tables in self.light_tables.values() for t in tables]
+
+    def participant_of(self, rank: int) -> Participant:
+        found = self.rank_keys.get(rank)
+        return found if found is not None else ("r", rank)
+
+    def all_events(self) -> list[tuple[tuple[str, Participant], Event | Light]]:
+        """Every event, light records made objects (for tests and small logs: one object per record)."""
+        out: list[tuple[tuple[str, Participant], Event | Light]] = list(self.events.items())
+        for sid, tables in self.light_tables.items():
+            for table in tables:
+                out += [((sid, light.participant), light) for light in table.records(self.participant_of)]
+        return out
 
     def count_repeats(self, src: SourceState, rules: list[Rule], lines: int) -> None:
         """Count ``lines`` lines of ``rules`` whose participant has an event of each rule's symptom (a
@@ -349,7 +376,7 @@ class Collector:
             if sid in created:
                 continue
             obs = symptoms.get(sid)
-            if (sid, key) in events:
+            if self.has_event(sid, key):
                 if obs is not None and len(obs.lines) < self.sample_lines and rank not in obs.ranks:
                     return False  # a full read would keep this line
                 continue
@@ -378,29 +405,37 @@ class Collector:
         for rule in rules:
             sid = rule.symptom or ""
             obs = symptoms.get(sid)
-            event = events.get((sid, participant))
-            if event is not None:
-                event.count += 1
+            if sid not in created:  # its symptom has an event on the rank already
+                event = events.get((sid, participant))
+                if event is not None:
+                    event.count += 1
                 if obs is not None:
                     obs.count += 1
                     obs.rules.add(rule.id)
                 continue
+            created.discard(sid)
             kinds = self.light_kinds
             kind = kinds.get((rule.id, src.index, spec))
             if kind is None:
                 kind = kinds[(rule.id, src.index, spec)] = LightKind(sid, rule.id, rule.severity, rule.secondary,
                                                                      src.name, src.index, spec)
-            event = Light(kind, rank, participant, time, year_known, near, near_year_known, order, lineno, at, size)
-            events[(sid, participant)] = event
             self.ranks_with(sid).add(rank)
             self.earliest[sid].note(tkey, klass, has_time, False)
             if rule.severity == "error":
                 self.erred.add(participant)
-            if sid in self.derived_only:
+            if sid in self.derived_only:  # derived_inputs holds objects: such a record stays one (at most 4096)
+                event = Light(kind, rank, participant, time, year_known, near, near_year_known, order, lineno, at,
+                              size)
+                events[(sid, participant)] = event  # type: ignore[assignment]
                 inputs = self.derived_inputs.setdefault(sid, [])
                 if len(inputs) < 4096:
                     inputs.append(event)  # type: ignore[arg-type]
                 continue
+            table = self._tables.get(kind)
+            if table is None:
+                table = self._tables[kind] = LightTable(kind, klass == "known")
+                self.light_tables.setdefault(sid, []).append(table)
+            table.add(rank, time, near, order, lineno, at, size)
             assert obs is not None
             obs.secondary = obs.secondary and rule.secondary
             obs.reliability = max(obs.reliability, src.reliability)
@@ -624,14 +659,16 @@ class Collector:
         key = (sid, participant)
         event = self.events.get(key)
         obs = self.symptoms.get(sid)
-        if event is not None:
-            event.count += 1
+        lit = event is None and participant[0] == "r" and self.has_event(sid, participant)  # a light record
+        if event is not None or lit:
+            if event is not None:
+                event.count += 1
             if obs is not None and (len(obs.lines) >= self.sample_lines or rank in obs.ranks):
                 obs.count += 1  # a further line of a known (symptom, rank): counted, nothing new to keep
                 obs.rules.add(rule.id)
                 return
         fields = {k: convert(v, rule.fields.get(k, "str")) for k, v in m.groups.items()}
-        if event is None:
+        if event is None and not lit:
             event = Event(
                 symptom=sid, rule=rule.id, severity=rule.severity, secondary=rule.secondary,
                 rank=rank, node=node, local_rank=local_rank, participant=participant,
@@ -656,7 +693,7 @@ class Collector:
                 self.erred.add(participant)
         if sid in self.derived_only:
             inputs = self.derived_inputs.setdefault(sid, [])
-            if event.count == 1 and len(inputs) < 4096:
+            if event is not None and event.count == 1 and len(inputs) < 4096:
                 inputs.append(event)
             return
         new_rank = False

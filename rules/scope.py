@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsdoctor.rules.collect import Collector, Event, Participant
+from dsdoctor.rules.compact import LightTable
 
 
 @dataclass
@@ -53,6 +54,14 @@ def attribute_sources(collector: Collector) -> None:
             event.node = node
         if event.rank is not None:
             collector.rank_nodes.setdefault(event.rank, node)
+    for table in collector.tables():  # light records (rules/compact.py): one node for the whole table
+        node = single.get(table.kind.source_index)
+        if node is None:
+            continue
+        if table.node is None:
+            table.node = node
+        for rank in table.ranks:
+            collector.rank_nodes.setdefault(rank, node)
 
 
 def _node_map(collector: Collector, world: int | None, nodes: int | None) -> Callable[[Participant], str | None]:
@@ -119,22 +128,33 @@ def derive_scope(collector: Collector, cfg: dict[str, Any], world: int | None, n
     errors = [e for e in events if e.severity == "error"]
     origin = [e for e in errors if not e.secondary]
     victims = [e for e in errors if e.secondary]
+    # light records (rules/compact.py) are ranks' lines: their units are ("r", rank) whatever the node
+    tables = [t for t in collector.tables() if t.kind.symptom not in by_nature and len(t)]
+    error_tables = [t for t in tables if t.kind.severity == "error"]
+    origin_tables = [t for t in error_tables if not t.kind.secondary]
 
-    def units_of(chosen: list[Event]) -> set[Participant]:
-        return _merge({unit(e.participant, single_node) for e in chosen}, collector, node_of, world, nodes)
+    def units_of(chosen: list[Event], lit: list[LightTable]) -> set[Participant]:
+        units = {unit(e.participant, single_node) for e in chosen}
+        for table in lit:
+            units.update(collector.participant_of(rank) for rank in table.ranks)
+        return _merge(units, collector, node_of, world, nodes)
 
-    origin_units = units_of(origin)
-    victim_units = units_of(victims) - origin_units
+    origin_units = units_of(origin, origin_tables)
+    victim_units = units_of(victims, [t for t in error_tables if t.kind.secondary]) - origin_units
     out = Scope()
     out.origin_ranks, out.origin_nodes = _summary(origin_units, node_of)
     out.victim_ranks, out.victim_nodes = _summary(victim_units, node_of)
-    if origin and all(e.symptom in peers for e in origin):
+    if (origin or origin_tables) and all(e.symptom in peers for e in origin) \
+            and all(t.kind.symptom in peers for t in origin_tables):
         affected = origin_units | victim_units  # a link has two ends: the victims locate it too
     else:
         affected = origin_units or victim_units
     if not affected:
         warnings = [e for e in events if e.severity == "warning" and not e.secondary]
         affected = {unit(e.participant, single_node) for e in warnings}
+        for table in tables:
+            if table.kind.severity == "warning" and not table.kind.secondary:
+                affected.update(collector.participant_of(rank) for rank in table.ranks)
         for sid in settings["anomalies"]:
             obs = collector.symptoms.get(sid)
             if obs is not None:
@@ -142,6 +162,7 @@ def derive_scope(collector: Collector, cfg: dict[str, Any], world: int | None, n
         affected = _merge(affected, collector, node_of, world, nodes)
     if not affected:
         natured = any(e.symptom in by_nature for e in collector.events.values()) or any(
+            t.kind.symptom in by_nature for t in collector.tables()) or any(
             sid in collector.symptoms for sid in by_nature)
         out.value = "global" if natured else "unknown"
         return out

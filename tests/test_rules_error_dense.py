@@ -172,9 +172,10 @@ def test_past_the_first_ranks_a_symptom_keeps_light_records_that_read_their_line
     with monkeypatch.context() as m:
         m.setattr(extract_module._Reader, "shortcuts", False)
         _, full = _collector_of(monkeypatch, {}, [("job", path)])
-    lights = [(k, e) for k, e in fast.events.items() if isinstance(e, Light)]
-    assert len(lights) > len(fast.events) // 2  # most (symptom, rank) firsts of 255 victim ranks are light
-    assert sum(not isinstance(e, Light) for e in fast.events.values()) < 3 * FULL_EVENTS + 64
+    every = fast.all_events()
+    lights = [(k, e) for k, e in every if isinstance(e, Light)]
+    assert len(lights) > len(every) // 2  # most (symptom, rank) firsts of 255 victim ranks are light
+    assert sum(not isinstance(e, Light) for _, e in every) < 3 * FULL_EVENTS + 64
     for key, light in lights[:: max(1, len(lights) // 40)]:
         event = full.events[key]  # the straightforward path read the same line in full
         assert (light.lineno, light.rank, light.time, light.near_time, light.rule) == \
@@ -187,7 +188,7 @@ def test_a_light_record_of_a_text_source_reads_its_line_again(monkeypatch) -> No
     for rank in range(200):
         lines += victim_block(rank, 4180, 1727980000.0 + rank * 0.01)[:4]
     _, collector = _collector_of(monkeypatch, {"logs": [{"source": "job", "text": "\n".join(lines) + "\n"}]})
-    lights = [e for e in collector.events.values() if isinstance(e, Light)]
+    lights = [e for _, e in collector.all_events() if isinstance(e, Light)]
     assert lights
     for light in lights[:5]:
         text, _ = collector.line_of(light)
