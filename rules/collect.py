@@ -17,7 +17,17 @@ from typing import Any
 
 import re2
 
-from dsdoctor.rules.compact import Earliest, Light, LightKind, LightTable, Reread, time_class, time_key
+from dsdoctor.rules.compact import (
+    Earliest,
+    Light,
+    LightKind,
+    LightTable,
+    Reread,
+    from_micros,
+    time_class,
+    time_key,
+    to_micros,
+)
 from dsdoctor.rules.context import LineContext, SourceHint, parse_prefix
 from dsdoctor.rules.jobfacts import JobFacts, read_command, read_frame
 from dsdoctor.rules.matcher import RuleMatch, re2_options
@@ -53,6 +63,8 @@ class SourceState:
     last_progress_time: datetime | None = None
     years: dict[int, int] = field(default_factory=dict)  # year -> lines of this source stamped with it
     nodes: set[str] = field(default_factory=set)  # node names its lines print (one: the source is that node)
+    # rank -> the last time of a rank seen only in light lines (no Stream): to_micros, -1 - it when year-less
+    light_times: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -235,6 +247,8 @@ class Collector:
         stream = self.streams.get((src.index, participant))
         if stream is None:
             stream = self.streams[(src.index, participant)] = Stream()
+            if participant[0] == "r" and participant[1] in src.light_times:  # its light lines' last time
+                stream.last_time, stream.last_time_year_known = _last_time(src.light_times.pop(participant[1]))
         time, year_known = ctx.time, ctx.year_known
         near, near_year_known = time, year_known
         if time is not None:
@@ -358,8 +372,11 @@ class Collector:
         time, year_known = ctx.time, ctx.year_known
         if time is None:
             near, near_year_known = lookback()
-            if near is None and stream is not None and stream.last_time is not None:
-                near, near_year_known = stream.last_time, stream.last_time_year_known
+            if near is None:
+                if stream is not None and stream.last_time is not None:
+                    near, near_year_known = stream.last_time, stream.last_time_year_known
+                elif stream is None and rank in src.light_times:
+                    near, near_year_known = _last_time(src.light_times[rank])
         else:
             near, near_year_known = time, year_known
         order = self.order + 1
@@ -393,10 +410,11 @@ class Collector:
         rank = participant[1]  # the rank's one int object, shared by its records and sets
         self.touched = participant
         src.other_lines += 1
-        if stream is None:
-            stream = self.streams[(src.index, participant)] = Stream()
         if time is not None:
-            stream.last_time, stream.last_time_year_known = time, year_known
+            if stream is None:  # a rank seen only in light lines has no stream: its last time is a number
+                src.light_times[rank] = to_micros(time) if year_known else -1 - to_micros(time)
+            else:
+                stream.last_time, stream.last_time_year_known = time, year_known
             if year_known:
                 self.years[time.year] = self.years.get(time.year, 0) + 1
                 src.years[time.year] = src.years.get(time.year, 0) + 1
@@ -423,19 +441,21 @@ class Collector:
             self.earliest[sid].note(tkey, klass, has_time, False)
             if rule.severity == "error":
                 self.erred.add(participant)
-            if sid in self.derived_only:  # derived_inputs holds objects: such a record stays one (at most 4096)
-                event = Light(kind, rank, participant, time, year_known, near, near_year_known, order, lineno, at,
-                              size)
-                events[(sid, participant)] = event  # type: ignore[assignment]
+            if sid in self.derived_only:
                 inputs = self.derived_inputs.setdefault(sid, [])
-                if len(inputs) < 4096:
+                if len(inputs) < 4096:  # derived_inputs holds objects: such a record stays one (at most 4096)
+                    event = Light(kind, rank, participant, time, year_known, near, near_year_known, order, lineno,
+                                  at, size)
+                    events[(sid, participant)] = event  # type: ignore[assignment]
                     inputs.append(event)  # type: ignore[arg-type]
-                continue
+                    continue
             table = self._tables.get(kind)
             if table is None:
                 table = self._tables[kind] = LightTable(kind, klass == "known")
                 self.light_tables.setdefault(sid, []).append(table)
             table.add(rank, time, near, order, lineno, at, size)
+            if sid in self.derived_only:
+                continue
             assert obs is not None
             obs.secondary = obs.secondary and rule.secondary
             obs.reliability = max(obs.reliability, src.reliability)
@@ -750,6 +770,11 @@ class Collector:
             obs.lines.append(LineRef(source=source, lineno=lineno, text=text[: self.line_chars], rank=rank,
                                      rule=rule, fields=dict(fields or {})))
         return obs
+
+
+def _last_time(number: int) -> tuple[datetime | None, bool]:
+    """A light-only rank's last time and whether its year is known (see ``SourceState.light_times``)."""
+    return (from_micros(number), True) if number >= 0 else (from_micros(-1 - number), False)
 
 
 def _iso(time: datetime | None, year_known: bool) -> str | None:
