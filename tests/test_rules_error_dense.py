@@ -269,3 +269,43 @@ def test_rank_captures_read_by_re2_where_the_shape_is_not_trusted(dense_log, mon
         for plan in list(extract_module._PLANS.values()):
             m.setattr(plan, "blind", [False] * len(plan.blind))
         assert _view(extract({}, log_files=[("job", path)])) == expected
+
+
+def test_light_records_are_numbers_and_a_rank_seen_only_in_them_has_no_stream(dense_log, monkeypatch) -> None:
+    path, _ = dense_log
+    _, collector = _collector_of(monkeypatch, {}, [("job", path)])
+    in_tables = sum(len(t) for t in collector.tables())
+    assert in_tables > RANKS  # most (symptom, rank) firsts are rows of arrays ...
+    derived_only = set(collector.derived_only)
+    assert not [e for (s, _), e in collector.events.items() if isinstance(e, Light) and s not in derived_only]
+    assert len(collector.streams) < RANKS // 2  # ... and most victim ranks never needed a stream
+    assert collector.sources[0].light_times
+
+
+def test_a_light_only_rank_orders_a_later_untimed_line_by_its_last_time(tmp_path, monkeypatch) -> None:
+    """A rank seen only in light lines keeps its last time as a number; a later line of it without a time
+    and nothing stamped within the lookback takes that time, as a full read (with a stream) gives it."""
+    t = 1727980000.0
+    ranks = range(1, 300)
+    lines = [*origin_block(0, t)]
+    for rank in ranks:
+        lines += victim_block(rank, 4180, t + 5 + rank * 0.001)[:4]
+    for rank in ranks:  # untimed frames (more than the lookback reads), then an untimed new symptom's line
+        lines += [f"[rank{rank}]:     loss = engine(batch)"] * 20
+        lines.append(f"[rank{rank}]: torch.distributed.DistBackendError: NCCL communicator was aborted on rank "
+                     f"{rank}.")
+    path = tmp_path / "job.log"
+    path.write_text("\n".join(lines) + "\n")
+    fast_x, fast = _collector_of(monkeypatch, {}, [("job", path)])
+    with monkeypatch.context() as m:
+        m.setattr(extract_module._Reader, "shortcuts", False)
+        full_x, full = _collector_of(monkeypatch, {}, [("job", path)])
+    assert _view(fast_x) == _view(full_x)
+    full_events = dict(full.all_events())
+    fast_events = fast.all_events()
+    assert len(fast_events) == len(full_events)
+    for key, event in fast_events:
+        other = full_events[key]
+        assert (event.near_time, event.near_year_known, event.time, event.rank) == \
+            (other.near_time, other.near_year_known, other.time, other.rank), key
+    assert any(isinstance(e, Light) and e.time is None and e.near_time is not None for _, e in fast_events)
