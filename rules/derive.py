@@ -219,7 +219,7 @@ def _derived(collector: Collector, sid: str, events: Iterable[Event], text: str,
     for table, chosen in lights:
         obs.count += len(chosen)
         ranks = table.ranks
-        obs.ranks.update(ranks[i] for i in chosen)
+        obs.ranks.update(collector.participant_of(ranks[i])[1] for i in chosen)  # the rank's one int object
         if chosen and table.node is not None:
             obs.nodes.add(table.node)
     for e in shown:
@@ -292,7 +292,7 @@ def _first_error(collector: Collector, extraction: Extraction) -> Event | None:
         if victims or lights:
             ranks = {e.rank for e in victims if e.rank is not None}
             for table, chosen in lights:
-                ranks.update(table.ranks[i] for i in chosen)
+                ranks.update(collector.participant_of(table.ranks[i])[1] for i in chosen)
             count = len(victims) + sum(len(chosen) for _, chosen in lights)
             _derived(collector, "s.secondary_timeouts", victims,
                      f"{count} victim line(s) on other ranks after the first error", {"victim_ranks": sorted(ranks)},

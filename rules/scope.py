@@ -93,6 +93,8 @@ def _node_map(collector: Collector, world: int | None, nodes: int | None) -> Cal
 def _merge(units: set[Participant], collector: Collector, node_of, world: int | None,
            nodes: int | None) -> set[Participant]:
     """("n", node, local rank) is the same process as ("r", rank) on that node with that local rank."""
+    if not any(u[0] == "n" for u in units):
+        return units  # nothing to merge: the same set (at 100,000 ranks a copy is megabytes)
     per_node = world // nodes if world and nodes and world % nodes == 0 else None
     ranks_on: dict[tuple[str, int], int] = {}
     for e in collector.events.values():
@@ -168,7 +170,8 @@ def derive_scope(collector: Collector, cfg: dict[str, Any], world: int | None, n
         return out
     seen = {unit(p, single_node) for p in collector.participants}
     seen |= {("r", rank) for (_, rank) in collector.numbers.series if rank is not None}
-    seen = _merge(seen, collector, node_of, world, nodes) | affected
+    seen = _merge(seen, collector, node_of, world, nodes)
+    seen |= affected  # in place: ``seen`` is this function's own set
     out.value = _value(affected, seen, settings, world, single_node, node_of)
     return out
 
@@ -195,10 +198,10 @@ def _value(affected: set[Participant], seen: set[Participant], settings: dict[st
         if node is None or single_node:
             return "single-rank"
         # ... on its own node too: a node whose other ranks left no lines may have failed whole
-        others = seen - affected
-        if any(node_of(u) == node for u in others):
+        if any(node_of(u) == node for u in seen if u not in affected):
             return "single-rank"
-        return "single-node" if any(node_of(u) not in (None, node) for u in others) else "unknown"
+        return "single-node" if any(node_of(u) not in (None, node) for u in seen if u not in affected) \
+            else "unknown"
     if None in affected_nodes:
         return "single-node" if single_node else "unknown"
     return "single-node"
