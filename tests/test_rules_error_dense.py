@@ -309,3 +309,26 @@ def test_a_light_only_rank_orders_a_later_untimed_line_by_its_last_time(tmp_path
         assert (event.near_time, event.near_year_known, event.time, event.rank) == \
             (other.near_time, other.near_year_known, other.time, other.rank), key
     assert any(isinstance(e, Light) and e.time is None and e.near_time is not None for _, e in fast_events)
+
+
+def test_a_light_table_keeps_times_as_numbers_in_their_order_and_gives_year_less_ones_a_year() -> None:
+    from datetime import datetime
+
+    from dsdoctor.rules.compact import NO_TIME, LightKind, LightTable, from_micros, to_micros
+
+    kind = LightKind("s.x", "r.x", "error", True, "job", 0, None)
+    table = LightTable(kind, year_known=False)
+    late, early = datetime(1900, 10, 3, 18, 37, 2, 5), datetime(1900, 10, 3, 18, 37, 1, 999_999)
+    table.add(7, None, None, 10, 1, 0, 5)  # no time at all: after every timed record
+    table.add(8, late, late, 11, 2, 6, 5)
+    table.add(9, None, early, 12, 3, 12, 5)  # ordered by its near time, no own time
+    table.add(3, early, early, 13, 4, 18, 5)  # same near time, later order
+    assert to_micros(None) == NO_TIME and from_micros(to_micros(late)) == late
+    assert table.earliest() == 2 and table.earliest_timed() == 3
+    assert not table.years  # year-less times are not counted as years
+    table.give_years(2024, 2024)
+    light = table.record(1, ("r", 8))
+    assert (light.time, light.year_known, light.year_from, light.near_year_known) == (late.replace(year=2024), True,
+                                                                                     "job", True)
+    assert table.record(0, ("r", 7)).time is None and table.record(0, ("r", 7)).near_time is None
+    assert table.earliest() == 2 and table.earliest_timed() == 3
