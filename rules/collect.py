@@ -17,7 +17,17 @@ from typing import Any
 
 import re2
 
-from dsdoctor.rules.compact import Earliest, Light, LightKind, Reread, time_class, time_key
+from dsdoctor.rules.compact import (
+    Earliest,
+    Light,
+    LightKind,
+    LightTable,
+    Reread,
+    from_micros,
+    time_class,
+    time_key,
+    to_micros,
+)
 from dsdoctor.rules.context import LineContext, SourceHint, parse_prefix
 from dsdoctor.rules.jobfacts import JobFacts, read_command, read_frame
 from dsdoctor.rules.matcher import RuleMatch, re2_options
@@ -53,6 +63,8 @@ class SourceState:
     last_progress_time: datetime | None = None
     years: dict[int, int] = field(default_factory=dict)  # year -> lines of this source stamped with it
     nodes: set[str] = field(default_factory=set)  # node names its lines print (one: the source is that node)
+    # rank -> the last time of a rank seen only in light lines (no Stream): to_micros, -1 - it when year-less
+    light_times: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -172,6 +184,9 @@ class Collector:
         self.earliest: dict[str, Earliest] = {}  # symptom -> its earliest events (rules/compact.py)
         self.rereads: dict[int, Reread] = {}  # source index -> how to read one of its lines again
         self.light_kinds: dict[tuple[str, int, Any], LightKind] = {}
+        # symptom -> its light records (not in ``events``; derived-only symptoms keep Light objects there)
+        self.light_tables: dict[str, list[LightTable]] = {}
+        self._tables: dict[LightKind, LightTable] = {}
         self.rank_keys: dict[int, Participant] = {}  # one ("r", rank) tuple per rank, shared by its records
         self.sources: list[SourceState] = []
         self.years: dict[int, int] = {}  # year -> lines with a full date (for year-less timestamps)
@@ -232,6 +247,8 @@ class Collector:
         stream = self.streams.get((src.index, participant))
         if stream is None:
             stream = self.streams[(src.index, participant)] = Stream()
+            if participant[0] == "r" and participant[1] in src.light_times:  # its light lines' last time
+                stream.last_time, stream.last_time_year_known = _last_time(src.light_times.pop(participant[1]))
         time, year_known = ctx.time, ctx.year_known
         near, near_year_known = time, year_known
         if time is not None:
@@ -301,12 +318,36 @@ class Collector:
 
     def repeat_of(self, src: SourceState, key: Participant, rules: list[Rule]) -> bool:
         """:meth:`repeat` for a participant already known (the line carries no dated timestamp)."""
-        events = self.events
         for rule in rules:
-            if (rule.symptom or "", key) not in events:
+            if not self.has_event(rule.symptom or "", key):
                 return False
         self.count_repeats(src, rules, 1)
         return True
+
+    def has_event(self, sid: str, key: Participant) -> bool:
+        """Has ``key`` an event of ``sid``, full or light? (A rank's: ``ranks_with`` holds both kinds.)"""
+        if key[0] == "r":
+            ranks = self.ranked.get(sid)
+            return ranks is not None and key[1] in ranks
+        return (sid, key) in self.events
+
+    def tables(self, sid: str | None = None) -> list[LightTable]:
+        """The light tables of one symptom, or of all."""
+        if sid is not None:
+            return self.light_tables.get(sid, [])
+        return [t for tables in self.light_tables.values() for t in tables]
+
+    def participant_of(self, rank: int) -> Participant:
+        found = self.rank_keys.get(rank)
+        return found if found is not None else ("r", rank)
+
+    def all_events(self) -> list[tuple[tuple[str, Participant], Event | Light]]:
+        """Every event, light records made objects (for tests and small logs: one object per record)."""
+        out: list[tuple[tuple[str, Participant], Event | Light]] = list(self.events.items())
+        for sid, tables in self.light_tables.items():
+            for table in tables:
+                out += [((sid, light.participant), light) for light in table.records(self.participant_of)]
+        return out
 
     def count_repeats(self, src: SourceState, rules: list[Rule], lines: int) -> None:
         """Count ``lines`` lines of ``rules`` whose participant has an event of each rule's symptom (a
@@ -331,8 +372,11 @@ class Collector:
         time, year_known = ctx.time, ctx.year_known
         if time is None:
             near, near_year_known = lookback()
-            if near is None and stream is not None and stream.last_time is not None:
-                near, near_year_known = stream.last_time, stream.last_time_year_known
+            if near is None:
+                if stream is not None and stream.last_time is not None:
+                    near, near_year_known = stream.last_time, stream.last_time_year_known
+                elif stream is None and rank in src.light_times:
+                    near, near_year_known = _last_time(src.light_times[rank])
         else:
             near, near_year_known = time, year_known
         order = self.order + 1
@@ -349,7 +393,7 @@ class Collector:
             if sid in created:
                 continue
             obs = symptoms.get(sid)
-            if (sid, key) in events:
+            if self.has_event(sid, key):
                 if obs is not None and len(obs.lines) < self.sample_lines and rank not in obs.ranks:
                     return False  # a full read would keep this line
                 continue
@@ -366,10 +410,11 @@ class Collector:
         rank = participant[1]  # the rank's one int object, shared by its records and sets
         self.touched = participant
         src.other_lines += 1
-        if stream is None:
-            stream = self.streams[(src.index, participant)] = Stream()
         if time is not None:
-            stream.last_time, stream.last_time_year_known = time, year_known
+            if stream is None:  # a rank seen only in light lines has no stream: its last time is a number
+                src.light_times[rank] = to_micros(time) if year_known else -1 - to_micros(time)
+            else:
+                stream.last_time, stream.last_time_year_known = time, year_known
             if year_known:
                 self.years[time.year] = self.years.get(time.year, 0) + 1
                 src.years[time.year] = src.years.get(time.year, 0) + 1
@@ -378,28 +423,38 @@ class Collector:
         for rule in rules:
             sid = rule.symptom or ""
             obs = symptoms.get(sid)
-            event = events.get((sid, participant))
-            if event is not None:
-                event.count += 1
+            if sid not in created:  # its symptom has an event on the rank already
+                event = events.get((sid, participant))
+                if event is not None:
+                    event.count += 1
                 if obs is not None:
                     obs.count += 1
                     obs.rules.add(rule.id)
                 continue
+            created.discard(sid)
             kinds = self.light_kinds
             kind = kinds.get((rule.id, src.index, spec))
             if kind is None:
                 kind = kinds[(rule.id, src.index, spec)] = LightKind(sid, rule.id, rule.severity, rule.secondary,
                                                                      src.name, src.index, spec)
-            event = Light(kind, rank, participant, time, year_known, near, near_year_known, order, lineno, at, size)
-            events[(sid, participant)] = event
             self.ranks_with(sid).add(rank)
             self.earliest[sid].note(tkey, klass, has_time, False)
             if rule.severity == "error":
                 self.erred.add(participant)
             if sid in self.derived_only:
                 inputs = self.derived_inputs.setdefault(sid, [])
-                if len(inputs) < 4096:
+                if len(inputs) < 4096:  # derived_inputs holds objects: such a record stays one (at most 4096)
+                    event = Light(kind, rank, participant, time, year_known, near, near_year_known, order, lineno,
+                                  at, size)
+                    events[(sid, participant)] = event  # type: ignore[assignment]
                     inputs.append(event)  # type: ignore[arg-type]
+                    continue
+            table = self._tables.get(kind)
+            if table is None:
+                table = self._tables[kind] = LightTable(kind, klass == "known")
+                self.light_tables.setdefault(sid, []).append(table)
+            table.add(rank, time, near, order, lineno, at, size)
+            if sid in self.derived_only:
                 continue
             assert obs is not None
             obs.secondary = obs.secondary and rule.secondary
@@ -624,14 +679,16 @@ class Collector:
         key = (sid, participant)
         event = self.events.get(key)
         obs = self.symptoms.get(sid)
-        if event is not None:
-            event.count += 1
+        lit = event is None and participant[0] == "r" and self.has_event(sid, participant)  # a light record
+        if event is not None or lit:
+            if event is not None:
+                event.count += 1
             if obs is not None and (len(obs.lines) >= self.sample_lines or rank in obs.ranks):
                 obs.count += 1  # a further line of a known (symptom, rank): counted, nothing new to keep
                 obs.rules.add(rule.id)
                 return
         fields = {k: convert(v, rule.fields.get(k, "str")) for k, v in m.groups.items()}
-        if event is None:
+        if event is None and not lit:
             event = Event(
                 symptom=sid, rule=rule.id, severity=rule.severity, secondary=rule.secondary,
                 rank=rank, node=node, local_rank=local_rank, participant=participant,
@@ -656,7 +713,7 @@ class Collector:
                 self.erred.add(participant)
         if sid in self.derived_only:
             inputs = self.derived_inputs.setdefault(sid, [])
-            if event.count == 1 and len(inputs) < 4096:
+            if event is not None and event.count == 1 and len(inputs) < 4096:
                 inputs.append(event)
             return
         new_rank = False
@@ -713,6 +770,11 @@ class Collector:
             obs.lines.append(LineRef(source=source, lineno=lineno, text=text[: self.line_chars], rank=rank,
                                      rule=rule, fields=dict(fields or {})))
         return obs
+
+
+def _last_time(number: int) -> tuple[datetime | None, bool]:
+    """A light-only rank's last time and whether its year is known (see ``SourceState.light_times``)."""
+    return (from_micros(number), True) if number >= 0 else (from_micros(-1 - number), False)
 
 
 def _iso(time: datetime | None, year_known: bool) -> str | None:

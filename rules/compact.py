@@ -19,10 +19,13 @@ time); a symptom whose events span classes, or a year-less 29 February, is read 
 
 from __future__ import annotations
 
+from array import array
 from bisect import insort
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import suppress
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 #: full events of a symptom before further ranks' first lines may be light
@@ -31,6 +34,10 @@ FULL_EVENTS = 64
 EARLIEST = 8
 
 TimeKey = tuple[bool, datetime, bool, int]
+#: a time in a table: microseconds since 0001-01-01; ``NO_TIME`` (larger than any) stands for none
+_EPOCH = datetime(1, 1, 1)
+_MICRO = timedelta(microseconds=1)
+NO_TIME = (datetime.max - _EPOCH) // _MICRO + 1
 #: re-reads ``size`` bytes at source offset ``at`` (the line a light record stands for)
 Reread = Callable[[int, int], bytes]
 
@@ -152,3 +159,100 @@ def time_class(near: datetime | None, near_year_known: bool, source_index: int) 
     if near.month == 2 and near.day == 29:
         return None
     return ("yearless", source_index)
+
+
+def to_micros(time: datetime | None) -> int:
+    """A table's number for a naive time (``NO_TIME`` for none); the order of times is kept."""
+    return NO_TIME if time is None else (time - _EPOCH) // _MICRO
+
+
+def from_micros(micros: int) -> datetime | None:
+    return None if micros == NO_TIME else _EPOCH + timedelta(microseconds=micros)
+
+
+def _with_year(micros: array, year: int) -> array:
+    """The times given the year ``year`` (year-less stamps of one source get their year, rules/derive.py)."""
+    out = array("q")
+    for value in micros:
+        if value != NO_TIME:
+            time = from_micros(value)
+            assert time is not None
+            with suppress(ValueError):  # 29 February: never in a table (time_class), kept as it is
+                value = to_micros(time.replace(year=year))
+        out.append(value)
+    return out
+
+
+class LightTable:
+    """The light records of one :class:`LightKind`, as numbers in arrays: a record is an index, not an
+    object (thousands of ranks' first lines of a symptom cost a few machine words each).
+
+    All records of a symptom are in one time class (:meth:`Earliest.admits`), so whether their years are
+    known is one flag per table; ``node`` and ``year_from`` are set for the whole table by the derivation.
+    Times and near times are :func:`to_micros` numbers, a record without its own time has ``NO_TIME``.
+    """
+
+    __slots__ = ("ats", "kind", "linenos", "near_known", "nears", "node", "orders", "ranks", "sizes", "time_known",
+                 "times", "year_from", "years")
+
+    def __init__(self, kind: LightKind, year_known: bool):
+        self.kind = kind
+        self.ranks = array("q")
+        self.orders = array("q")
+        self.linenos = array("q")
+        self.ats = array("q")  # source offsets of the lines
+        self.sizes = array("q")  # their lengths in bytes (newline excluded)
+        self.times = array("q")
+        self.nears = array("q")
+        self.time_known = self.near_known = year_known
+        self.node: str | None = None
+        self.year_from: str | None = None
+        self.years: Counter[int] = Counter()  # years of own times whose year was known when read
+
+    def __len__(self) -> int:
+        return len(self.ranks)
+
+    def add(self, rank: int, time: datetime | None, near: datetime | None, order: int, lineno: int, at: int,
+            size: int) -> None:
+        self.ranks.append(rank)
+        self.orders.append(order)
+        self.linenos.append(lineno)
+        self.ats.append(at)
+        self.sizes.append(size)
+        self.times.append(to_micros(time))
+        self.nears.append(to_micros(near))
+        if time is not None and self.time_known:
+            self.years[time.year] += 1
+
+    def give_years(self, own: int | None, estimate: int | None) -> None:
+        """Year-less times take the year of their source (and say so); near times the estimate."""
+        if not self.time_known and own is not None:
+            self.times, self.time_known, self.year_from = _with_year(self.times, own), True, self.kind.source
+        if not self.near_known and estimate is not None:
+            self.nears, self.near_known = _with_year(self.nears, estimate), True
+
+    def earliest(self) -> int:
+        """The index of the earliest record by :func:`time_key` (records are added in order)."""
+        nears = self.nears
+        return nears.index(min(nears))
+
+    def earliest_timed(self) -> int | None:
+        """The index of the earliest record with its own time, or ``None``."""
+        times = self.times
+        first = min(times, default=NO_TIME)
+        return None if first == NO_TIME else times.index(first)
+
+    def record(self, i: int, participant: tuple[Any, ...]) -> Light:
+        """Record ``i`` as a :class:`Light` object (only for the few records a look shows or compares)."""
+        time, near = from_micros(self.times[i]), from_micros(self.nears[i])
+        light = Light(self.kind, self.ranks[i], participant, time, self.time_known if time is not None else True,
+                      near, self.near_known if near is not None else True, self.orders[i], self.linenos[i],
+                      self.ats[i], self.sizes[i])
+        light.node = self.node
+        if time is not None:
+            light.year_from = self.year_from
+        return light
+
+    def records(self, participants: Callable[[int], tuple[Any, ...]]) -> Iterator[Light]:
+        for i in range(len(self.ranks)):
+            yield self.record(i, participants(self.ranks[i]))

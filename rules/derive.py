@@ -15,8 +15,10 @@ repeated vs warm-up only; loss scale falling or at its minimum; loss exactly 0; 
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections import Counter
+from array import array
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -24,7 +26,8 @@ from typing import Any
 import re2
 
 from dsdoctor.rules.collect import Collector, Event
-from dsdoctor.rules.compact import Light, TimeKey, time_key
+from dsdoctor.rules.compact import NO_TIME as _NO_TIME
+from dsdoctor.rules.compact import Light, LightTable, TimeKey, time_key, to_micros
 from dsdoctor.rules.matcher import re2_options
 from dsdoctor.rules.model import Extraction, FirstError, LineRef, ObservedSymptom
 from dsdoctor.rules.scope import attribute_sources, derive_scope
@@ -70,8 +73,11 @@ def finish(collector: Collector, evidence: dict[str, Any], settings: Settings, e
             collector.symptoms.pop(sid, None)
     extraction.ranks_seen |= collector.ranks_seen
     extraction.nodes_seen |= collector.nodes_seen
+    by_symptom: dict[str, list[Event]] = defaultdict(list)
+    for (s, _), e in collector.events.items():
+        by_symptom[s].append(e)
     for sid, obs in collector.symptoms.items():
-        _finish_symptom(obs, [e for (s, _), e in collector.events.items() if s == sid])
+        _finish_symptom(obs, by_symptom.get(sid, []), collector.tables(sid), collector)
         extraction.symptoms[sid] = obs
     extraction.absent -= set(extraction.symptoms)
 
@@ -117,7 +123,13 @@ def _resolve_years(collector: Collector) -> None:
     by_name = {src.name: by_source[src.index] for src in collector.sources if src.index in by_source}
     years = Counter(collector.years)
     years.update(e.time.year for e in collector.events.values() if e.time is not None and e.year_known)
+    tables = collector.tables()
+    for table in tables:
+        years.update(table.years)
     overall = years.most_common(1)[0][0] if years else None
+    for table in tables:
+        own_year = by_source.get(table.kind.source_index)
+        table.give_years(own_year, own_year or overall)
     for event in collector.events.values():
         own_year = by_source.get(event.source_index)
         if event.time is not None and not event.year_known and own_year is not None:
@@ -177,13 +189,24 @@ def _events(collector: Collector, sid: str) -> list[Event]:
     return [e for (s, _), e in collector.events.items() if s == sid]
 
 
+_Picked = list[tuple[LightTable, array]]  # light records: (table, the indexes of the chosen ones)
+
+
 def _derived(collector: Collector, sid: str, events: Iterable[Event], text: str, fields: dict[str, Any] | None = None,
-             reliability: float = 1.0) -> ObservedSymptom:
-    """Assert a derived symptom with the lines of the events that support it."""
-    events = sorted(events, key=_time_key)
+             reliability: float = 1.0, lights: _Picked | None = None) -> ObservedSymptom:
+    """Assert a derived symptom with the lines of the events (and light records) that support it."""
+    events = list(events)
+    limit = collector.sample_lines
+    lights = lights or []
+    shown: list[Event | Light] = [*events]
+    for table, chosen in lights:  # only the earliest of a table can be shown: the others stay numbers
+        nears, orders = table.nears, table.orders
+        first = heapq.nsmallest(limit, chosen, key=lambda i: (nears[i], orders[i]))
+        shown += [table.record(i, collector.participant_of(table.ranks[i])) for i in first]
+    shown.sort(key=_time_key)
     obs = collector.symptoms.get(sid)
     if obs is None:
-        obs = ObservedSymptom(id=sid, first_order=events[0].order if events else collector.order + 1,
+        obs = ObservedSymptom(id=sid, first_order=shown[0].order if shown else collector.order + 1,
                               reliability=reliability, fields=dict(fields or {}))
         collector.symptoms[sid] = obs
     obs.rules.add("derive")
@@ -193,9 +216,16 @@ def _derived(collector: Collector, sid: str, events: Iterable[Event], text: str,
             obs.ranks.add(e.rank)
         if e.node is not None:
             obs.nodes.add(e.node)
-        if len(obs.lines) < collector.sample_lines:
+    for table, chosen in lights:
+        obs.count += len(chosen)
+        ranks = table.ranks
+        obs.ranks.update(collector.participant_of(ranks[i])[1] for i in chosen)  # the rank's one int object
+        if chosen and table.node is not None:
+            obs.nodes.add(table.node)
+    for e in shown:
+        if len(obs.lines) < limit:
             obs.lines.append(_ref(e, collector))
-    if not events:
+    if not shown:
         obs.count = max(obs.count, 1)
         if not obs.lines:
             obs.lines.append(LineRef(source="derived", lineno=0, text=text, rule="derive", fields=dict(fields or {})))
@@ -208,43 +238,84 @@ def _ref(e: Event | Light, collector: Collector) -> LineRef:
                    node=e.node, time=_iso(e.time, e.year_known), rule=e.rule, fields=dict(fields))
 
 
-def _finish_symptom(obs: ObservedSymptom, events: list[Event]) -> None:
-    timed = [e for e in events if e.time is not None]
+def _finish_symptom(obs: ObservedSymptom, events: list[Event], tables: list[LightTable],
+                    collector: Collector) -> None:
+    timed: list[Event | Light] = [e for e in events if e.time is not None]
+    orders = [e.order for e in events]
+    for table in tables:
+        i = table.earliest_timed()
+        if i is not None:
+            timed.append(table.record(i, collector.participant_of(table.ranks[i])))
+        orders.append(table.orders[0])  # records are added in order
     if timed:
         first = min(timed, key=_time_key)
         obs.first_seen = _iso(first.time, first.year_known)
-    if events:
-        obs.first_order = min(e.order for e in events)
+    if orders:
+        obs.first_order = min(orders)
 
 
 # ---------------------------------------------------------------------- first error
 
 
-def _failure_events(collector: Collector) -> list[Event]:
-    """Error-level events; when there are none, warning-level ones (a NaN loss logged as a warning)."""
-    errors = [e for e in collector.events.values() if e.severity == "error"]
-    return errors or [e for e in collector.events.values() if e.severity == "warning"]
+def _failure_events(collector: Collector) -> tuple[list[Event], list[LightTable]]:
+    """Error-level events and light tables; when there are none, warning-level ones (a NaN loss logged as
+    a warning)."""
+    for severity in ("error", "warning"):
+        events = [e for e in collector.events.values() if e.severity == severity]
+        tables = [t for t in collector.tables() if t.kind.severity == severity and len(t)]
+        if events or tables:
+            return events, tables
+    return [], []
 
 
 def _first_error(collector: Collector, extraction: Extraction) -> Event | None:
-    errors = _failure_events(collector)
-    if not errors:
+    errors, tables = _failure_events(collector)
+    if not errors and not tables:
         return None
     primaries = [e for e in errors if not e.secondary]
-    first = min(primaries or errors, key=_time_key)
+    primary_tables = [t for t in tables if not t.kind.secondary]
+    if primaries or primary_tables:
+        errors, tables = primaries, primary_tables
+    candidates = [*errors, *(t.record(i, collector.participant_of(t.ranks[i])) for t in tables
+                             for i in (t.earliest(),))]
+    first = min(candidates, key=_time_key)
     extraction.first_error = FirstError(rank=first.rank, node=first.node, time=_iso(first.time, first.year_known),
                                         line=first.whole or first.text,
                                         source=first.source, lineno=first.lineno, symptom=first.symptom, rule=first.rule,
                                         year_from=first.year_from)
-    if primaries:
+    if primaries or primary_tables:
         collector.decided.add("s.secondary_timeouts")
         victims = [e for e in collector.events.values()
                    if e.secondary and e.participant != first.participant and _after(e, first)]
-        if victims:
-            ranks = sorted({e.rank for e in victims if e.rank is not None})
+        lights = [(t, _after_in(t, first)) for t in collector.tables() if t.kind.secondary]
+        lights = [(t, chosen) for t, chosen in lights if chosen]
+        if victims or lights:
+            ranks = {e.rank for e in victims if e.rank is not None}
+            for table, chosen in lights:
+                ranks.update(collector.participant_of(table.ranks[i])[1] for i in chosen)
+            count = len(victims) + sum(len(chosen) for _, chosen in lights)
             _derived(collector, "s.secondary_timeouts", victims,
-                     f"{len(victims)} victim line(s) on other ranks after the first error", {"victim_ranks": ranks})
-    return first
+                     f"{count} victim line(s) on other ranks after the first error", {"victim_ranks": sorted(ranks)},
+                     lights=lights)
+    return first  # type: ignore[return-value]
+
+
+def _after_in(table: LightTable, origin: Event) -> array:
+    """The indexes of a table's records that :func:`_after` keeps (none on the origin's participant), as an
+    array: at 100,000 ranks a list of them would be an int object each."""
+    ranks, nears, orders = table.ranks, table.nears, table.orders
+    skip = origin.rank if origin.participant[0] == "r" else None
+    own = range(len(ranks))
+    same_source = table.kind.source_index == origin.source_index
+    if origin.near_time is not None:
+        at = to_micros(origin.near_time)
+        if not same_source:  # a record without a near time (NO_TIME) is after it too
+            return array("q", (i for i in own if nears[i] >= at and ranks[i] != skip))
+        return array("q", (i for i in own if ranks[i] != skip and (
+            nears[i] >= at if nears[i] != _NO_TIME else orders[i] > origin.order)))
+    if same_source:
+        return array("q", (i for i in own if orders[i] > origin.order and ranks[i] != skip))
+    return array("q", (i for i in own if ranks[i] != skip))
 
 
 def _after(event: Event, origin: Event) -> bool:

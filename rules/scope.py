@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsdoctor.rules.collect import Collector, Event, Participant
+from dsdoctor.rules.compact import LightTable
 
 
 @dataclass
@@ -53,6 +54,14 @@ def attribute_sources(collector: Collector) -> None:
             event.node = node
         if event.rank is not None:
             collector.rank_nodes.setdefault(event.rank, node)
+    for table in collector.tables():  # light records (rules/compact.py): one node for the whole table
+        node = single.get(table.kind.source_index)
+        if node is None:
+            continue
+        if table.node is None:
+            table.node = node
+        for rank in table.ranks:
+            collector.rank_nodes.setdefault(rank, node)
 
 
 def _node_map(collector: Collector, world: int | None, nodes: int | None) -> Callable[[Participant], str | None]:
@@ -84,6 +93,8 @@ def _node_map(collector: Collector, world: int | None, nodes: int | None) -> Cal
 def _merge(units: set[Participant], collector: Collector, node_of, world: int | None,
            nodes: int | None) -> set[Participant]:
     """("n", node, local rank) is the same process as ("r", rank) on that node with that local rank."""
+    if not any(u[0] == "n" for u in units):
+        return units  # nothing to merge: the same set (at 100,000 ranks a copy is megabytes)
     per_node = world // nodes if world and nodes and world % nodes == 0 else None
     ranks_on: dict[tuple[str, int], int] = {}
     for e in collector.events.values():
@@ -119,22 +130,33 @@ def derive_scope(collector: Collector, cfg: dict[str, Any], world: int | None, n
     errors = [e for e in events if e.severity == "error"]
     origin = [e for e in errors if not e.secondary]
     victims = [e for e in errors if e.secondary]
+    # light records (rules/compact.py) are ranks' lines: their units are ("r", rank) whatever the node
+    tables = [t for t in collector.tables() if t.kind.symptom not in by_nature and len(t)]
+    error_tables = [t for t in tables if t.kind.severity == "error"]
+    origin_tables = [t for t in error_tables if not t.kind.secondary]
 
-    def units_of(chosen: list[Event]) -> set[Participant]:
-        return _merge({unit(e.participant, single_node) for e in chosen}, collector, node_of, world, nodes)
+    def units_of(chosen: list[Event], lit: list[LightTable]) -> set[Participant]:
+        units = {unit(e.participant, single_node) for e in chosen}
+        for table in lit:
+            units.update(collector.participant_of(rank) for rank in table.ranks)
+        return _merge(units, collector, node_of, world, nodes)
 
-    origin_units = units_of(origin)
-    victim_units = units_of(victims) - origin_units
+    origin_units = units_of(origin, origin_tables)
+    victim_units = units_of(victims, [t for t in error_tables if t.kind.secondary]) - origin_units
     out = Scope()
     out.origin_ranks, out.origin_nodes = _summary(origin_units, node_of)
     out.victim_ranks, out.victim_nodes = _summary(victim_units, node_of)
-    if origin and all(e.symptom in peers for e in origin):
+    if (origin or origin_tables) and all(e.symptom in peers for e in origin) \
+            and all(t.kind.symptom in peers for t in origin_tables):
         affected = origin_units | victim_units  # a link has two ends: the victims locate it too
     else:
         affected = origin_units or victim_units
     if not affected:
         warnings = [e for e in events if e.severity == "warning" and not e.secondary]
         affected = {unit(e.participant, single_node) for e in warnings}
+        for table in tables:
+            if table.kind.severity == "warning" and not table.kind.secondary:
+                affected.update(collector.participant_of(rank) for rank in table.ranks)
         for sid in settings["anomalies"]:
             obs = collector.symptoms.get(sid)
             if obs is not None:
@@ -142,12 +164,14 @@ def derive_scope(collector: Collector, cfg: dict[str, Any], world: int | None, n
         affected = _merge(affected, collector, node_of, world, nodes)
     if not affected:
         natured = any(e.symptom in by_nature for e in collector.events.values()) or any(
+            t.kind.symptom in by_nature for t in collector.tables()) or any(
             sid in collector.symptoms for sid in by_nature)
         out.value = "global" if natured else "unknown"
         return out
     seen = {unit(p, single_node) for p in collector.participants}
     seen |= {("r", rank) for (_, rank) in collector.numbers.series if rank is not None}
-    seen = _merge(seen, collector, node_of, world, nodes) | affected
+    seen = _merge(seen, collector, node_of, world, nodes)
+    seen |= affected  # in place: ``seen`` is this function's own set
     out.value = _value(affected, seen, settings, world, single_node, node_of)
     return out
 
@@ -174,10 +198,10 @@ def _value(affected: set[Participant], seen: set[Participant], settings: dict[st
         if node is None or single_node:
             return "single-rank"
         # ... on its own node too: a node whose other ranks left no lines may have failed whole
-        others = seen - affected
-        if any(node_of(u) == node for u in others):
+        if any(node_of(u) == node for u in seen if u not in affected):
             return "single-rank"
-        return "single-node" if any(node_of(u) not in (None, node) for u in others) else "unknown"
+        return "single-node" if any(node_of(u) not in (None, node) for u in seen if u not in affected) \
+            else "unknown"
     if None in affected_nodes:
         return "single-node" if single_node else "unknown"
     return "single-node"

@@ -172,9 +172,10 @@ def test_past_the_first_ranks_a_symptom_keeps_light_records_that_read_their_line
     with monkeypatch.context() as m:
         m.setattr(extract_module._Reader, "shortcuts", False)
         _, full = _collector_of(monkeypatch, {}, [("job", path)])
-    lights = [(k, e) for k, e in fast.events.items() if isinstance(e, Light)]
-    assert len(lights) > len(fast.events) // 2  # most (symptom, rank) firsts of 255 victim ranks are light
-    assert sum(not isinstance(e, Light) for e in fast.events.values()) < 3 * FULL_EVENTS + 64
+    every = fast.all_events()
+    lights = [(k, e) for k, e in every if isinstance(e, Light)]
+    assert len(lights) > len(every) // 2  # most (symptom, rank) firsts of 255 victim ranks are light
+    assert sum(not isinstance(e, Light) for _, e in every) < 3 * FULL_EVENTS + 64
     for key, light in lights[:: max(1, len(lights) // 40)]:
         event = full.events[key]  # the straightforward path read the same line in full
         assert (light.lineno, light.rank, light.time, light.near_time, light.rule) == \
@@ -187,7 +188,7 @@ def test_a_light_record_of_a_text_source_reads_its_line_again(monkeypatch) -> No
     for rank in range(200):
         lines += victim_block(rank, 4180, 1727980000.0 + rank * 0.01)[:4]
     _, collector = _collector_of(monkeypatch, {"logs": [{"source": "job", "text": "\n".join(lines) + "\n"}]})
-    lights = [e for e in collector.events.values() if isinstance(e, Light)]
+    lights = [e for _, e in collector.all_events() if isinstance(e, Light)]
     assert lights
     for light in lights[:5]:
         text, _ = collector.line_of(light)
@@ -268,3 +269,66 @@ def test_rank_captures_read_by_re2_where_the_shape_is_not_trusted(dense_log, mon
         for plan in list(extract_module._PLANS.values()):
             m.setattr(plan, "blind", [False] * len(plan.blind))
         assert _view(extract({}, log_files=[("job", path)])) == expected
+
+
+def test_light_records_are_numbers_and_a_rank_seen_only_in_them_has_no_stream(dense_log, monkeypatch) -> None:
+    path, _ = dense_log
+    _, collector = _collector_of(monkeypatch, {}, [("job", path)])
+    in_tables = sum(len(t) for t in collector.tables())
+    assert in_tables > RANKS  # most (symptom, rank) firsts are rows of arrays ...
+    derived_only = set(collector.derived_only)
+    assert not [e for (s, _), e in collector.events.items() if isinstance(e, Light) and s not in derived_only]
+    assert len(collector.streams) < RANKS // 2  # ... and most victim ranks never needed a stream
+    assert collector.sources[0].light_times
+
+
+def test_a_light_only_rank_orders_a_later_untimed_line_by_its_last_time(tmp_path, monkeypatch) -> None:
+    """A rank seen only in light lines keeps its last time as a number; a later line of it without a time
+    and nothing stamped within the lookback takes that time, as a full read (with a stream) gives it."""
+    t = 1727980000.0
+    ranks = range(1, 300)
+    lines = [*origin_block(0, t)]
+    for rank in ranks:
+        lines += victim_block(rank, 4180, t + 5 + rank * 0.001)[:4]
+    for rank in ranks:  # untimed frames (more than the lookback reads), then an untimed new symptom's line
+        lines += [f"[rank{rank}]:     loss = engine(batch)"] * 20
+        lines.append(f"[rank{rank}]: torch.distributed.DistBackendError: NCCL communicator was aborted on rank "
+                     f"{rank}.")
+    path = tmp_path / "job.log"
+    path.write_text("\n".join(lines) + "\n")
+    fast_x, fast = _collector_of(monkeypatch, {}, [("job", path)])
+    with monkeypatch.context() as m:
+        m.setattr(extract_module._Reader, "shortcuts", False)
+        full_x, full = _collector_of(monkeypatch, {}, [("job", path)])
+    assert _view(fast_x) == _view(full_x)
+    full_events = dict(full.all_events())
+    fast_events = fast.all_events()
+    assert len(fast_events) == len(full_events)
+    for key, event in fast_events:
+        other = full_events[key]
+        assert (event.near_time, event.near_year_known, event.time, event.rank) == \
+            (other.near_time, other.near_year_known, other.time, other.rank), key
+    assert any(isinstance(e, Light) and e.time is None and e.near_time is not None for _, e in fast_events)
+
+
+def test_a_light_table_keeps_times_as_numbers_in_their_order_and_gives_year_less_ones_a_year() -> None:
+    from datetime import datetime
+
+    from dsdoctor.rules.compact import NO_TIME, LightKind, LightTable, from_micros, to_micros
+
+    kind = LightKind("s.x", "r.x", "error", True, "job", 0, None)
+    table = LightTable(kind, year_known=False)
+    late, early = datetime(1900, 10, 3, 18, 37, 2, 5), datetime(1900, 10, 3, 18, 37, 1, 999_999)
+    table.add(7, None, None, 10, 1, 0, 5)  # no time at all: after every timed record
+    table.add(8, late, late, 11, 2, 6, 5)
+    table.add(9, None, early, 12, 3, 12, 5)  # ordered by its near time, no own time
+    table.add(3, early, early, 13, 4, 18, 5)  # same near time, later order
+    assert to_micros(None) == NO_TIME and from_micros(to_micros(late)) == late
+    assert table.earliest() == 2 and table.earliest_timed() == 3
+    assert not table.years  # year-less times are not counted as years
+    table.give_years(2024, 2024)
+    light = table.record(1, ("r", 8))
+    assert (light.time, light.year_known, light.year_from, light.near_year_known) == (late.replace(year=2024), True,
+                                                                                     "job", True)
+    assert table.record(0, ("r", 7)).time is None and table.record(0, ("r", 7)).near_time is None
+    assert table.earliest() == 2 and table.earliest_timed() == 3
