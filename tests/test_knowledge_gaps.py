@@ -65,3 +65,17 @@ def test_environment_symptoms_are_not_unseen_when_their_key_is_missing() -> None
     ev = EvidenceState.from_extraction(x)
     states = _evidence_symptoms(load_kb(), ev)
     assert "s.pre_ampere_gpu" not in states and "s.multi_node_job" not in states
+
+
+def test_zero_division_in_the_training_loop_reaches_the_batch_settings() -> None:
+    text = ("Traceback (most recent call last):\n"
+            '  File "/srv/finetune.py", line 120, in fit\n'
+            "    avg = {name: sum(vals) / len(vals) for name, vals in logged.items()}\n"
+            "ZeroDivisionError: division by zero")
+    logs = {"logs": [{"source": "stdout", "text": text}]}
+    assert "s.zero_division_in_training" in extract(logs).symptoms
+    assert _top(logs, 1) == ["config.batch_size_mismatch"]
+    words = {"description": "with 8 GPUs the run stops right away on a ZeroDivisionError, on 2 GPUs it trains"}
+    assert "s.zero_division_in_training" in extract(words).symptoms
+    guarded = {"description": "we guard the metric mean so it never divides by zero; training is fine"}
+    assert "s.zero_division_in_training" not in extract(guarded).symptoms
