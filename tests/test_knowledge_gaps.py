@@ -88,3 +88,12 @@ def test_a_nan_that_follows_the_data_reaches_the_bad_sample() -> None:
         assert "data.corrupt_sample" in _top({"description": text}, 2)
     late = "after ten thousand steps the loss slowly climbs and then goes NaN for good"
     assert "s.nan_tied_to_data" not in extract({"description": late}).symptoms
+
+
+def test_a_hang_in_the_last_epoch_is_a_steady_phase_hang_not_a_rendezvous() -> None:
+    evidence = {"description": "Two servers train fine for three epochs; in the final epoch every rank freezes and "
+                               "nothing is printed any more.", "environment": {"nodes": 2}}
+    x = extract(evidence)
+    assert {"s.phase_steady", "s.uneven_batches"} <= set(x.symptoms)
+    top = _top(evidence)
+    assert "data.shard_imbalance" in top and top[0] != "config.launch_rendezvous"
