@@ -119,6 +119,7 @@ def diagnose_extraction(
         from dsdoctor.kb.retrieval import log_factors
 
         state.text_factors = log_factors(kb, description, engine_settings()["text_weight"])
+        _no_fault_asked(kb, state)
     unknown = sorted(s for s in state.present if s not in kb.symptoms)
     warnings += [f"rules asserted a symptom the knowledge base lacks: {s}" for s in unknown]
 
@@ -137,7 +138,7 @@ def diagnose_extraction(
         "id": diagnosis_id or new_id(),
         "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "lang": lang,
-        "summary": _summary(kb, ranking, lang, bool(steps.proposals), shows_a_fault(kb, state)),
+        "summary": _summary(kb, ranking, lang, bool(steps.proposals), _faulty_verdict(kb, state, ranking)),
         "causes": [_cause(kb, rc, extraction, lang, site_counts) for rc in ranking.causes[:top]],
         "unexplained": round(ranking.unexplained, 4),
         "ruled_out": [{"id": cid, "reason": reason} for cid, reason in ranking.ruled_out],
@@ -181,11 +182,35 @@ NEXT_EVIDENCE = Text(
 )
 
 
+#: the catalog's cause for evidence that shows no fault
+NO_FAULT = "none.no_fault"
+#: the reporter asking whether a line is normal (rules/data/lexicon.yaml ``asks_if_normal``)
+ASKS_IF_NORMAL = "s.asks_if_output_normal"
+
+
 def shows_a_fault(kb: KnowledgeBase, state: EvidenceState) -> bool:
-    """Does the evidence say anything is wrong: a symptom above info level, an experiment's outcome,
-    a "no" from a person, or words the knowledge base's texts recognise?"""
-    return bool(state.outcomes or state.absent or state.text_factors or any(
-        sid in kb.symptoms and kb.symptoms[sid].severity != "info" for sid in state.present))
+    """Does the evidence say anything is wrong: a symptom above info level, an experiment's outcome
+    or a "no" about such a symptom? Retrieval's resemblance of the words to a cause's texts is not a
+    fault: every text resembles some cause, and a healthy printout resembles the causes it mentions."""
+    def fault(sid: str) -> bool:
+        return sid in kb.symptoms and kb.symptoms[sid].severity != "info"
+
+    return bool(state.outcomes or any(map(fault, state.absent)) or any(map(fault, state.present)))
+
+
+def _no_fault_asked(kb: KnowledgeBase, state: EvidenceState) -> None:
+    """Nothing shows a fault and the reporter asks whether the output is normal: retrieval may not
+    rank a fault above the no-fault cause, so the no-fault cause gets the best text factor."""
+    if (NO_FAULT in kb.causes and state.text_factors and ASKS_IF_NORMAL in state.present
+            and not shows_a_fault(kb, state)):
+        state.text_factors[NO_FAULT] = max(state.text_factors.values())
+
+
+def _faulty_verdict(kb: KnowledgeBase, state: EvidenceState, ranking: Ranking) -> bool:
+    """False (the no-fault verdict) when nothing shows a fault and retrieval did not rank one either."""
+    if shows_a_fault(kb, state):
+        return True
+    return bool(state.text_factors) and bool(ranking.causes) and ranking.causes[0].id != NO_FAULT
 
 
 def _summary(kb: KnowledgeBase, ranking: Ranking, lang: str, experiments_left: bool = True,

@@ -65,3 +65,35 @@ def test_environment_symptoms_are_not_unseen_when_their_key_is_missing() -> None
     ev = EvidenceState.from_extraction(x)
     states = _evidence_symptoms(load_kb(), ev)
     assert "s.pre_ampere_gpu" not in states and "s.multi_node_job" not in states
+
+
+def test_zero_division_in_the_training_loop_reaches_the_batch_settings() -> None:
+    text = ("Traceback (most recent call last):\n"
+            '  File "/srv/finetune.py", line 120, in fit\n'
+            "    avg = {name: sum(vals) / len(vals) for name, vals in logged.items()}\n"
+            "ZeroDivisionError: division by zero")
+    logs = {"logs": [{"source": "stdout", "text": text}]}
+    assert "s.zero_division_in_training" in extract(logs).symptoms
+    assert _top(logs, 1) == ["config.batch_size_mismatch"]
+    words = {"description": "with 8 GPUs the run stops right away on a ZeroDivisionError, on 2 GPUs it trains"}
+    assert "s.zero_division_in_training" in extract(words).symptoms
+    guarded = {"description": "we guard the metric mean so it never divides by zero; training is fine"}
+    assert "s.zero_division_in_training" not in extract(guarded).symptoms
+
+
+def test_a_nan_that_follows_the_data_reaches_the_bad_sample() -> None:
+    for text in ("the loss turns NaN at exactly the same iteration each time I restart from scratch",
+                 "每次重跑都在同一步出现 nan，换了学习率也一样"):
+        assert "s.nan_tied_to_data" in extract({"description": text}).symptoms
+        assert "data.corrupt_sample" in _top({"description": text}, 2)
+    late = "after ten thousand steps the loss slowly climbs and then goes NaN for good"
+    assert "s.nan_tied_to_data" not in extract({"description": late}).symptoms
+
+
+def test_a_hang_in_the_last_epoch_is_a_steady_phase_hang_not_a_rendezvous() -> None:
+    evidence = {"description": "Two servers train fine for three epochs; in the final epoch every rank freezes and "
+                               "nothing is printed any more.", "environment": {"nodes": 2}}
+    x = extract(evidence)
+    assert {"s.phase_steady", "s.uneven_batches"} <= set(x.symptoms)
+    top = _top(evidence)
+    assert "data.shard_imbalance" in top and top[0] != "config.launch_rendezvous"

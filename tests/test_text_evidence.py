@@ -95,3 +95,26 @@ def test_healthy_evidence_gets_its_own_verdict_and_what_to_send(real_kb):
 def test_a_described_fault_is_never_no_fault_found(real_kb):
     result = diagnose({"description": "the loss turns NaN after a few hundred steps on every rank"}, kb=real_kb)
     assert result["summary"]["verdict"] != "no_fault_found"
+
+
+def test_retrieval_alone_is_no_fault_and_a_question_about_healthy_output_gets_the_no_fault_verdict(real_kb):
+    from dsdoctor.kb.diagnosis import shows_a_fault
+    from dsdoctor.kb.inference import EvidenceState
+
+    state = EvidenceState(text_factors={"comm.p2p_topology": 0.0, "memory.activation_memory": -2.0})
+    assert not shows_a_fault(real_kb, state)
+    printout = ("#  Rank  0 Group  0 Pid   4242 on     boxA device  0 [0x1b] NVIDIA A100-SXM4-80GB\n"
+                "boxA:4242:4242 [0] NCCL INFO Bootstrap : Using eth0:10.1.2.3<0>\n"
+                "boxA:4242:4242 [0] NCCL INFO NET/IB : No device found.\n")
+    evidence = {"description": "I ran the all_reduce benchmark on one server with four cards and NCCL_DEBUG=INFO; "
+                               "the output mentions no IB device. Is this expected, or is the P2P path broken?",
+                "logs": [{"source": "stdout", "text": printout}], "environment": {"nodes": 1}}
+    result = diagnose(evidence, kb=real_kb)
+    assert result["summary"]["verdict"] == "no_fault_found"
+    assert result["causes"][0]["id"] == "none.no_fault"
+
+
+def test_a_fault_asked_about_is_still_a_fault(real_kb):
+    result = diagnose({"description": "the loss turns NaN at step 40 on every rank, is this normal?"}, kb=real_kb)
+    assert result["summary"]["verdict"] != "no_fault_found"
+    assert result["causes"][0]["id"] != "none.no_fault"
