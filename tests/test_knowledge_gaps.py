@@ -84,10 +84,10 @@ def test_zero_division_in_the_training_loop_reaches_the_batch_settings() -> None
 def test_a_nan_that_follows_the_data_reaches_the_bad_sample() -> None:
     for text in ("the loss turns NaN at exactly the same iteration each time I restart from scratch",
                  "每次重跑都在同一步出现 nan，换了学习率也一样"):
-        assert "s.nan_tied_to_data" in extract({"description": text}).symptoms
+        assert "s.nan_data_locked" in extract({"description": text}).symptoms
         assert "data.corrupt_sample" in _top({"description": text}, 2)
     late = "after ten thousand steps the loss slowly climbs and then goes NaN for good"
-    assert "s.nan_tied_to_data" not in extract({"description": late}).symptoms
+    assert "s.nan_data_locked" not in extract({"description": late}).symptoms
 
 
 def test_a_hang_in_the_last_epoch_is_a_steady_phase_hang_not_a_rendezvous() -> None:
