@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dsdoctor.kb.diagnosis import diagnose
-from dsdoctor.kb.inference import EvidenceState, _evidence_symptoms
+from dsdoctor.kb.inference import EvidenceState, _evidence_symptoms, engine_settings_replaced
 from dsdoctor.kb.loader import load_kb
 from dsdoctor.rules.extract import extract
 
@@ -81,11 +81,23 @@ def test_zero_division_in_the_training_loop_reaches_the_batch_settings() -> None
     assert "s.zero_division_in_training" not in extract(guarded).symptoms
 
 
+def _odds(evidence: dict, cause: str, rival: str) -> float:
+    """Odds of ``cause`` over ``rival`` from what the rules read (retrieval's word resemblance off)."""
+    with engine_settings_replaced({"text_weight": 0.0}):
+        p = {c["id"]: c["probability"] for c in diagnose(evidence, top=50)["causes"]}
+    return p.get(cause, 0.0) / max(p.get(rival, 0.0), 1e-9)
+
+
 def test_a_nan_that_follows_the_data_reaches_the_bad_sample() -> None:
-    for text in ("the loss turns NaN at exactly the same iteration each time I restart from scratch",
-                 "每次重跑都在同一步出现 nan，换了学习率也一样"):
-        assert "s.nan_data_locked" in extract({"description": text}).symptoms
-        assert "data.corrupt_sample" in _top({"description": text}, 2)
+    # the same NaN report with and without the cue that the NaN follows the data
+    pairs = (("the loss turns NaN at exactly the same iteration each time I restart from scratch",
+              "the loss turns NaN during training"),
+             ("每次重跑都在同一步出现 nan", "训练中 loss 出现 nan"))
+    for tied, plain in pairs:
+        assert "s.nan_data_locked" in extract({"description": tied}).symptoms
+        assert "s.nan_data_locked" not in extract({"description": plain}).symptoms
+        gain = _odds({"description": tied}, "data.corrupt_sample", "compute.lr_divergence")
+        assert gain > 3 * _odds({"description": plain}, "data.corrupt_sample", "compute.lr_divergence")
     late = "after ten thousand steps the loss slowly climbs and then goes NaN for good"
     assert "s.nan_data_locked" not in extract({"description": late}).symptoms
 
