@@ -93,8 +93,21 @@ def _terms(text: str) -> list[str]:
     return [t for t, *_ in terms(text)] if text else []
 
 
+#: a clause that names another cause by its id, or sets this one against something ("unlike ...",
+#: "与 X 不同"), is about that other thing: its words would lift the cause it rules out
+_CAUSE_ID = re.compile(r"\b(?:config|memory|comm|compute|data|hardware|none)\.[a-z][a-z0-9_]+")
+_CONTRAST = re.compile(r"^\W*(?:unlike|not to be confused|as opposed to)\b|与[^，。；]{0,40}不同|区别于|不同于", re.I)
+_CLAUSE_END = re.compile(r"(?<=[.;])\s+|(?<=[。；])")
+
+
+def _own_words(text: str) -> str:
+    """``text`` without its contrastive clauses (see ``_CONTRAST``) and clauses naming a cause id."""
+    kept = [c for c in _CLAUSE_END.split(text) if not (_CAUSE_ID.search(c) or _CONTRAST.search(c))]
+    return " ".join(kept)
+
+
 def _both(text: Text | None) -> str:
-    return f"{text.en}\n{text.zh}" if text else ""
+    return f"{_own_words(text.en)}\n{_own_words(text.zh)}" if text else ""
 
 
 def _document(kb: KnowledgeBase, cause_id: str, rule_texts: dict[str, str]) -> Counter:
