@@ -46,9 +46,15 @@ def test_an_aside_that_denies_another_noun_negates_nothing() -> None:
     assert "s.host_ram_high" in seen and "s.host_ram_high" not in absent
 
 
-def test_a_failure_before_training_starts_is_not_denied_by_its_time_clause() -> None:
-    seen, absent = _seen("还没开始训练就 OOM 了")
+@pytest.mark.parametrize("text", ["还没开始训练就 OOM 了", "第一个 epoch 还没跑完就 OOM 了", "连 100 步都没训到就报 OOM"])
+def test_a_failure_before_training_starts_is_not_denied_by_its_time_clause(text: str) -> None:
+    seen, absent = _seen(text)
     assert "s.cuda_oom" in seen and "s.cuda_oom" not in absent
+
+
+def test_a_time_clause_leaves_a_real_denial_of_the_symptom_standing() -> None:
+    seen, absent = _seen("第一个 epoch 还没跑完就停了，不过没有 OOM")
+    assert "s.cuda_oom" not in seen and "s.cuda_oom" in absent
 
 
 @pytest.mark.parametrize(("text", "outcome"), [
