@@ -208,7 +208,9 @@ def check_keys(config: dict[str, Any], ctx: CheckContext) -> None:
                             path=full, value=value)
 
     top = sections.get("", [])
-    cutoff = ctx.thresholds["did_you_mean_cutoff"]
+    # stricter than a suggestion's: a training script's own keys (batch_size, precision) resemble
+    # train_batch_size or prescale_gradients loosely, and that says nothing about being a ds_config
+    cutoff = ctx.thresholds["ds_config_likeness_cutoff"]
     nested = {path.rsplit(".", 1)[-1] for path in [*sections, *open_sections] if "." in path}
 
     def deepspeed_like(key: str) -> bool:  # a top-level key, nearly one, or a misplaced DeepSpeed section

@@ -130,3 +130,7 @@ def test_another_frameworks_config_is_not_checked_key_by_key() -> None:
     # one DeepSpeed-like key (a near miss or a misplaced section) keeps the check on
     assert "config.unknown_key" in findings({"zero_optimisation": {"stage": 2}})
     assert "config.unknown_key" in findings({"offload_param": {"device": "cpu"}})
+    # a training script's settings, or a summary of them, are not a ds_config either
+    assert "config.unknown_key" not in findings({"batch_size": 8, "workers": 4, "precision": "amp"})
+    assert "config.unknown_key" not in findings({"zero_stage": 3, "lora": True, "lr": 2e-5})
+    assert "config.unknown_key" in findings({"train_batch_size": 8, "zero_stage": 3})
