@@ -332,3 +332,24 @@ def test_a_light_table_keeps_times_as_numbers_in_their_order_and_gives_year_less
                                                                                      "job", True)
     assert table.record(0, ("r", 7)).time is None and table.record(0, ("r", 7)).near_time is None
     assert table.earliest() == 2 and table.earliest_timed() == 3
+
+
+@settings(max_examples=60, deadline=None)
+@given(year=st.sampled_from([1, 1999, 2000, 2023, 2024, 2100, 9999]),
+       days=st.lists(st.integers(min_value=-400, max_value=800), max_size=40),
+       seconds=st.integers(min_value=0, max_value=86_399))
+def test_giving_year_less_times_a_year_by_offsets_agrees_with_one_datetime_at_a_time(year, days, seconds) -> None:
+    from array import array
+    from datetime import datetime, timedelta
+
+    from dsdoctor.rules.compact import NO_TIME, _with_year, _with_year_slow, to_micros
+    from dsdoctor.rules.context import PLACEHOLDER_YEAR
+
+    base = datetime(PLACEHOLDER_YEAR, 1, 1) + timedelta(seconds=seconds, microseconds=seconds * 7)
+    values = [to_micros(base + timedelta(days=d)) for d in days]  # some outside the placeholder year
+    values += [NO_TIME, to_micros(datetime(PLACEHOLDER_YEAR, 2, 29, 12)), to_micros(datetime(PLACEHOLDER_YEAR, 2, 28, 23))]
+    micros = array("q", values)
+    assert _with_year(micros, year) == _with_year_slow(micros, year)
+    inside = array("q", [v for v in values if v == NO_TIME or
+                         to_micros(datetime(PLACEHOLDER_YEAR, 1, 1)) <= v < to_micros(datetime(PLACEHOLDER_YEAR + 1, 1, 1))])
+    assert _with_year(inside, year) == _with_year_slow(inside, year)
