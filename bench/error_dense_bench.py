@@ -11,19 +11,25 @@ traceback seconds before the others time out. Then, in one run per size:
 * ``LC_ALL=C grep -E -c -f`` with the same rule patterns on the same file;
 
 ``--repeat`` times each, interleaved, medians printed (a shared machine's load moves both alike).
+``--before REV`` also runs the code of git revision REV (its ``dsdoctor``, ``rules``, ``api`` and ``kb``
+unpacked into ``bench/out/before-REV`` as one package) in the same interleaving, on the same file, and
+prints its figures on a ``before`` line.
 
-Usage: python -m bench.error_dense_bench [--ranks 4096 16384] [--blocks 3] [--repeat 3] [--keep]
+Usage: python -m bench.error_dense_bench [--ranks 4096 16384] [--blocks 3] [--repeat 3] [--keep] [--before REV]
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import os
 import random
 import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -150,8 +156,43 @@ def generate(path: Path, ranks: int, blocks: int, seed: int) -> int:
     return origin
 
 
-def run_extract(path: Path) -> dict:
-    return extract_bench.run_extract(path, _CHILD)
+def run_extract(path: Path, before: Path | None = None) -> dict:
+    """The child's figures for ``path``; with ``before``, on the code unpacked there (see :func:`unpack`)."""
+    if before is None:
+        return extract_bench.run_extract(path, _CHILD)
+    # run from that tree: its dsdoctor package is found before this checkout's (not the editable install's)
+    env = dict(os.environ, PYTHONPATH=str(before))
+    proc = subprocess.run([sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, env=env,
+                          cwd=before, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"extract (before) failed: {proc.stderr.strip()[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def unpack(rev: str) -> Path:
+    """The code of git revision ``rev`` as one ``dsdoctor`` package under ``OUT/before-REV`` (the editable
+    install maps ``rules``, ``api`` and ``kb`` into the package; here they are copied into it)."""
+    sha = subprocess.run(["git", "rev-parse", "--short", rev], cwd=extract_bench.ROOT, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    target = OUT / f"before-{sha}"
+    if (target / "dsdoctor" / "rules").is_dir():
+        return target
+    data = subprocess.run(["git", "archive", sha, "dsdoctor", "rules", "api", "kb"], cwd=extract_bench.ROOT,
+                          capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        for member in tar.getmembers():
+            top, _, rest = member.name.partition("/")
+            member.name = f"dsdoctor/{rest}" if top == "dsdoctor" else f"dsdoctor/{member.name}"
+            tar.extract(member, target, filter="data")
+    return target
+
+
+def _summary(runs: list[dict], size_mb: float) -> str:
+    wall = statistics.median(x["extract_s"] for x in runs)
+    cpu = statistics.median(x["cpu_s"] for x in runs)
+    rss = max(x["maxrss_kb"] for x in runs)
+    return (f"{size_mb:.1f} MiB in {wall:.2f} s = {size_mb / wall:.0f} MiB/s wall, {cpu:.2f} s = {size_mb / cpu:.0f} "
+            f"MiB/s CPU (medians of {len(runs)}; +{runs[0]['setup_s']:.2f} s start-up); peak RSS {rss / 1024:.0f} MiB")
 
 
 def warm_cache() -> None:
@@ -170,7 +211,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep", action="store_true", help="keep an existing generated log of that shape")
     parser.add_argument("--repeat", type=int, default=3, help="runs of extract and of grep per size (medians)")
+    parser.add_argument("--before", metavar="REV", help="also run the code of this git revision, interleaved")
     args = parser.parse_args()
+    before = unpack(args.before) if args.before else None
     OUT.mkdir(parents=True, exist_ok=True)
     grep = shutil.which("grep")
     patterns = OUT / "patterns.ere"
@@ -184,20 +227,23 @@ def main() -> None:
         if not (args.keep and log.exists()):
             origin = generate(log, ranks, args.blocks, args.seed)
         size_mb = log.stat().st_size / 2**20
-        runs, greps = [], []
-        for _ in range(args.repeat):  # interleaved, so both see the same load
+        runs, greps, olds = [], [], []
+        for _ in range(args.repeat):  # interleaved, so all see the same load
             runs.append(run_extract(log))
+            if before is not None:
+                olds.append(run_extract(log, before))
             g = run_grep(log, patterns) if grep is not None else None
             if g is not None:
                 greps.append(g)
         r = runs[0]
         wall = statistics.median(x["extract_s"] for x in runs)
-        cpu = statistics.median(x["cpu_s"] for x in runs)
-        rss = max(x["maxrss_kb"] for x in runs)
         found = "found" if r["first_error_rank"] == origin else f"MISSED (first error rank {r['first_error_rank']})"
-        print(f"   {ranks:,} ranks x {args.blocks} blocks: {r['lines']:,} lines, {size_mb:.1f} MiB in "
-              f"{wall:.2f} s = {size_mb / wall:.0f} MiB/s wall, {cpu:.2f} s = {size_mb / cpu:.0f} MiB/s CPU "
-              f"(medians of {len(runs)}; +{r['setup_s']:.2f} s start-up); peak RSS {rss / 1024:.0f} MiB")
+        print(f"   {ranks:,} ranks x {args.blocks} blocks: {r['lines']:,} lines, {_summary(runs, size_mb)}")
+        if olds:
+            keys = ("first_error_rank", "first_error_symptom", "scope", "symptoms", "watchdog_ranks", "watchdog_count",
+                    "watchdog_lines", "kept_lines", "lines")
+            same = "same" if all(olds[0][k] == r[k] for k in keys) else "DIFFERENT"
+            print(f"     before ({args.before}): {_summary(olds, size_mb)}; {same} origin, scope and folding")
         print(f"     origin rank {origin} {found} ({r['first_error_symptom']}), scope={r['scope']}; watchdog: "
               f"{r['watchdog_count']:,} lines folded into 1 symptom with {r['watchdog_ranks']:,} ranks, "
               f"{r['watchdog_lines']} sample lines kept ({r['kept_lines']} over {r['symptoms']} symptoms)")

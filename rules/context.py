@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
+from dsdoctor.rules.shapes import BLIND as _BLIND
+
 #: placeholder year for timestamps printed without one (glog, syslog); 2000 is a leap year
 PLACEHOLDER_YEAR = 2000
 PREFIX_LIMIT = 320
@@ -133,10 +135,37 @@ def _stamp(ctx: LineContext, ts: bytes) -> None:
     ctx.year_known = True
 
 
+_LEVEL_TEXT = {b"I": "I", b"W": "W", b"E": "E", b"F": "F"}
+_MISSING = object()
+#: (MMDD, hh:mm:ss) of a glog stamp -> that second in the placeholder year (``None``: no such date); bounded
+_GLOG_SECONDS: dict[tuple[bytes, bytes], datetime | None] = {}
+
+
 def _glog(ctx: LineContext, level: bytes, mmdd: bytes, hms: bytes, frac: bytes) -> None:
-    """glog prints month and day as MMDD (some logs show M DD with 3 digits) and no year."""
-    ctx.level = level.decode()
-    _clock(ctx, None, int(mmdd[:-2]), int(mmdd[-2:]), hms, frac)
+    """glog prints month and day as MMDD (some logs show M DD with 3 digits) and no year.
+
+    :func:`_clock` with no year, the second's datetime remembered: thousands of ranks stamp their
+    teardown within a few seconds, so most lines only add their microseconds.
+    """
+    ctx.level = _LEVEL_TEXT.get(level) or level.decode()
+    if ctx.time is not None:  # an earlier prefix gave a time (``_clock`` keeps it when no year is given)
+        return
+    key = (mmdd, hms)
+    second = _GLOG_SECONDS.get(key, _MISSING)
+    if second is _MISSING:
+        try:
+            second = datetime(PLACEHOLDER_YEAR, int(mmdd[:-2]), int(mmdd[-2:]), int(hms[0:2]), int(hms[3:5]),
+                              int(hms[6:8]))
+        except ValueError:
+            second = None
+        if len(_GLOG_SECONDS) >= 4096:
+            _GLOG_SECONDS.clear()
+        _GLOG_SECONDS[key] = second
+    if second is None:
+        return
+    micro = int(frac[:6].ljust(6, b"0")) if frac else 0
+    ctx.time = second.replace(microsecond=micro) if micro else second  # type: ignore[union-attr]
+    ctx.year_known = False
 
 
 def _host_like(token: bytes) -> bool:
@@ -241,22 +270,86 @@ def untimed(line: bytes, pos: int = 0) -> bool:
     return _UNTIMED.match(line, pos) is not None
 
 
+#: (kind, spans of its groups) of each prefix element of a line shape, where its message starts, and the
+#: span of the rank its message names (or ``None``)
+_ShapePlan = tuple[tuple[tuple[str, dict[str, tuple[int, int]]], ...], int, tuple[int, int] | None]
+#: line shape (the head's digits written as 0, rules/shapes.py) -> how its prefix parses; bounded
+_SHAPES: dict[bytes, _ShapePlan] = {}
+SHAPE_MEMO_SIZE = 4096
+_GROUPS = tuple(_ELEMENT.groupindex.items())
+
+
+class _Replayed:
+    """What :func:`_element` reads of a match, for a line of a shape parsed before: the recorded group
+    spans sliced out of this line."""
+
+    __slots__ = ("head", "lastgroup", "spans")
+
+    def __init__(self, head: bytes, lastgroup: str, spans: dict[str, tuple[int, int]]):
+        self.head = head
+        self.lastgroup = lastgroup
+        self.spans = spans
+
+    def group(self, name: str) -> bytes | None:
+        span = self.spans.get(name)
+        return None if span is None else self.head[span[0]:span[1]]
+
+
 def parse_prefix(line: bytes) -> LineContext:
-    """Parse the stacked context prefixes at the start of ``line`` (bytes, without newline)."""
+    """Parse the stacked context prefixes at the start of ``line`` (bytes, without newline).
+
+    Every pattern of the parse treats all ten digits alike and every choice it makes looks at no digit's
+    value (``digit_blind``, rules/shapes.py), so lines of one shape parse into the same elements at the
+    same spans: the first line of a shape is parsed, the others replay its elements on their own bytes
+    (rank digits and times differ, the structure does not). :func:`parse_prefix_uncached` is the parse
+    itself (a test checks both agree).
+    """
     head = line[:PREFIX_LIMIT]
+    shape = head.translate(_BLIND)
+    plan = _SHAPES.get(shape)
+    if plan is None:
+        ctx, plan = _parse(head)
+        if len(_SHAPES) >= SHAPE_MEMO_SIZE:
+            _SHAPES.clear()
+        _SHAPES[shape] = plan
+        return ctx
+    ctx = LineContext()
+    elements, ctx.message_start, rank_span = plan
+    for kind, spans in elements:
+        _element(_Replayed(head, kind, spans), ctx)  # type: ignore[arg-type]
+    if rank_span is not None:
+        rank = int(head[rank_span[0]:rank_span[1]])
+        if rank >= 0:
+            ctx.rank = rank
+    return ctx
+
+
+def parse_prefix_uncached(line: bytes) -> LineContext:
+    """:func:`parse_prefix` without the shape memo."""
+    return _parse(line[:PREFIX_LIMIT], record=False)[0]
+
+
+def _parse(head: bytes, record: bool = True) -> tuple[LineContext, _ShapePlan]:
+    """Parse a line's head and (``record``) the elements found, for the other lines of its shape."""
     ctx = LineContext()
     pos = 0
     match = _ELEMENT.match
+    elements: list[tuple[str, dict[str, tuple[int, int]]]] = []
     for _ in range(8):
         m = match(head, pos)
         if m is None or m.end() == pos or not _element(m, ctx):
             break
+        if record:
+            elements.append((m.lastgroup or "", {name: m.span(index) for name, index in _GROUPS
+                                                 if m.start(index) >= 0}))
         pos = m.end()
     ctx.message_start = pos
+    rank_span = None
     if ctx.rank is None and (b"ank" in (window := head[pos:pos + 200]) or b"ANK" in window):
         m = _RANK_IN_MESSAGE.search(head, pos, pos + 200)
         if m:
+            rank_span = m.span(1)
             rank = int(m.group(1))
             if rank >= 0:
                 ctx.rank = rank
-    return ctx
+    return ctx, (tuple(elements), pos, rank_span)

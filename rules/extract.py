@@ -78,6 +78,7 @@ class _HitSet:
         "all_repeatable",
         "by_rank",
         "id",
+        "indexes",
         "key",
         "light",
         "progress",
@@ -87,9 +88,10 @@ class _HitSet:
         "symptoms",
     )
 
-    def __init__(self, number: int, sampled: bool, key: int, progress: bool, symptoms: list[Rule], structure: bool,
-                 all_repeatable: bool, rank_countable: bool):
-        self.id = number  # index into the per-source state of the read loop; -1 when not remembered
+    def __init__(self, number: int, indexes: tuple[int, ...], sampled: bool, key: int, progress: bool,
+                 symptoms: list[Rule], structure: bool, all_repeatable: bool, rank_countable: bool):
+        self.id = number
+        self.indexes = indexes  # the rule indexes hitting the line  # index into the per-source state of the read loop; -1 when not remembered
         self.sampled = sampled  # only context-only rules
         self.key = key  # sampling key
         self.progress = progress  # a progress rule among them
@@ -116,6 +118,8 @@ class _Plan:
                              for r, anchored, rep in zip(matcher.rules, matcher.anchored, self.repeatable, strict=True)]
         # (rule indexes hitting one line) -> what the read loop needs to know about such a line
         self.line_kinds: dict[tuple[int, ...], _HitSet] = {}
+        # the hit set of a line hit by one rule only, by its index (most hit lines: no tuple, no hash)
+        self.singles: list[_HitSet | None] = [None] * len(matcher.rules)
         self.by_id: list[_HitSet] = []
         self._lock = threading.Lock()
         fields = settings.derive["fields"]
@@ -151,10 +155,12 @@ class _Plan:
             if hit is not None:
                 return hit
             if len(self.by_id) >= 4096:
-                return _HitSet(-1, *args)
-            hit = _HitSet(len(self.by_id), *args)
+                return _HitSet(-1, indexes, *args)
+            hit = _HitSet(len(self.by_id), indexes, *args)
             self.by_id.append(hit)
             self.line_kinds[indexes] = hit
+            if len(indexes) == 1:
+                self.singles[indexes[0]] = hit
             return hit
 
 
@@ -379,6 +385,7 @@ class _Reader:
         tally: dict[_HitSet, int] = {}  # hit set -> lines of it only counted
         quiet = self.quiet  # ranks that erred and have no open traceback: their traceback lines are skipped
         skipped = 0
+        singles = plan.singles
         while i < n:
             at, first = hits[i]
             i += 1
@@ -388,12 +395,15 @@ class _Reader:
                     j += 1
                 indexes: tuple[int, ...] = (first, *[hit[1] for hit in hits[i:j]])
                 i = j
+                hit = line_kinds.get(indexes)
+                if hit is None:
+                    hit = plan.hit_set(indexes)
             else:
-                indexes = (first,)
+                hit = singles[first]
+                if hit is None:
+                    hit = plan.hit_set((first,))
+                indexes = hit.indexes
             end = at + begin
-            hit = line_kinds.get(indexes)
-            if hit is None:
-                hit = plan.hit_set(indexes)
             if hit.sampled and not (hit.progress and progress_all):
                 key = hit.key
                 count = seen.get(key, 0) + 1
@@ -405,7 +415,7 @@ class _Reader:
                     seen[key] = count
                     continue
                 seen[key] = count
-            start = max(chunk.rfind(b"\n", begin, end) + 1, begin)
+            start = chunk.rfind(b"\n", begin, end) + 1 or begin  # 0 only when no newline precedes it
             ctx = None
             rank = None
             # the rank of a line that starts with torchrun's [rankN]: (rules.context.leading_rank), read in place

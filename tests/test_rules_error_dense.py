@@ -332,3 +332,74 @@ def test_a_light_table_keeps_times_as_numbers_in_their_order_and_gives_year_less
                                                                                      "job", True)
     assert table.record(0, ("r", 7)).time is None and table.record(0, ("r", 7)).near_time is None
     assert table.earliest() == 2 and table.earliest_timed() == 3
+
+
+@settings(max_examples=60, deadline=None)
+@given(year=st.sampled_from([1, 1999, 2000, 2023, 2024, 2100, 9999]),
+       days=st.lists(st.integers(min_value=-400, max_value=800), max_size=40),
+       seconds=st.integers(min_value=0, max_value=86_399))
+def test_giving_year_less_times_a_year_by_offsets_agrees_with_one_datetime_at_a_time(year, days, seconds) -> None:
+    from array import array
+    from datetime import datetime, timedelta
+
+    from dsdoctor.rules.compact import NO_TIME, _with_year, _with_year_slow, to_micros
+    from dsdoctor.rules.context import PLACEHOLDER_YEAR
+
+    base = datetime(PLACEHOLDER_YEAR, 1, 1) + timedelta(seconds=seconds, microseconds=seconds * 7)
+    values = [to_micros(base + timedelta(days=d)) for d in days]  # some outside the placeholder year
+    values += [NO_TIME, to_micros(datetime(PLACEHOLDER_YEAR, 2, 29, 12)), to_micros(datetime(PLACEHOLDER_YEAR, 2, 28, 23))]
+    micros = array("q", values)
+    assert _with_year(micros, year) == _with_year_slow(micros, year)
+    inside = array("q", [v for v in values if v == NO_TIME or
+                         to_micros(datetime(PLACEHOLDER_YEAR, 1, 1)) <= v < to_micros(datetime(PLACEHOLDER_YEAR + 1, 1, 1))])
+    assert _with_year(inside, year) == _with_year_slow(inside, year)
+
+
+_PREFIXES = [
+    b"[rank5]:[E1003 18:37:01.832146 ProcessGroupNCCL.cpp:632] [Rank 5] x", b"[rank5]:[E1399 18:37:01.8 x.cpp:1] y",
+    b"[rank5]:[E0230 25:61:61.000001 12 x.cpp:1] y", b"node3: [rank3]:[E1210 02:06:33.321131 1234 P.cpp:607] x",
+    b"[2024-05-01 10:00:00,123] [INFO] [engine.py:3656:_report_progress] [Rank 7] step=4", b"[2024-13-01 10:00:00] x",
+    b"host1:1234:5678 [3] NCCL INFO x", b"[2024-05-01 10:00:00] host1:1234:5678 [3] NCCL WARN x",
+    b"[12345.678901] NVRM: Xid 79", b"[  +0.000844] x", b"[Wed May  1 10:00:00 2024] x", b"May  1 10:00:00 h kernel: x",
+    b"Jun 31 10:00:00 h kernel: x", b"W1210 02:06:33.321000 1234 torch/distributed/run.py:793] x",
+    b"[PG 0 Rank -0] x", b"[PG 0 Rank -3] x", b"x [Rank 12] y", b"[default3]: x", b"rank12: x", b"10.0.0.1: x",
+    b"ERROR:root: x", b"[INFO 2020-05-26 20:08:20] x", b"2024-05-01T10:00:00Z x", b"[E ProcessGroupNCCL.cpp:563] x",
+]
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_a_prefix_replayed_from_its_shape_parses_as_the_line_itself(seed) -> None:
+    from dsdoctor.rules import context
+    from dsdoctor.rules.context import parse_prefix_uncached
+
+    rng = random.Random(seed)
+    victims = [ln.encode() for r in (0, 7, 4095) for ln in victim_block(r, 4180, 1727980000.5)]
+    lines = [*_example_lines(), *victims, *_PREFIXES]
+    context._SHAPES.clear()
+    for line in lines:
+        assert parse_prefix(line) == parse_prefix_uncached(line), line  # the first of its shape: parsed
+        other = bytes(rng.choice(b"0123456789") if 48 <= c <= 57 else c for c in line)  # same shape
+        assert parse_prefix(other) == parse_prefix_uncached(other), (line, other)  # replayed
+
+
+@settings(max_examples=200, deadline=None)
+@given(mmdd=st.from_regex(rb"\A\d{3,4}\Z"), hms=st.from_regex(rb"\A\d\d:\d\d:\d\d\Z"),
+       frac=st.from_regex(rb"\A\d{1,9}\Z"), earlier=st.sampled_from([None, (2024, True), (2000, False)]))
+def test_a_glog_stamp_read_by_its_remembered_second_is_the_clock_reading(mmdd, hms, frac, earlier) -> None:
+    from datetime import datetime
+
+    from dsdoctor.rules.context import LineContext, _clock, _glog
+
+    def fresh() -> LineContext:
+        ctx = LineContext()
+        if earlier is not None:
+            ctx.time, ctx.year_known = datetime(earlier[0], 1, 2, 3, 4, 5), earlier[1]
+        return ctx
+
+    for _ in range(2):  # the second time from the memo
+        fast, slow = fresh(), fresh()
+        _glog(fast, b"E", mmdd, hms, frac)
+        slow.level = "E"
+        _clock(slow, None, int(mmdd[:-2]), int(mmdd[-2:]), hms, frac)
+        assert fast == slow
