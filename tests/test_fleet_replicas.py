@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 
 import psycopg
@@ -42,6 +43,8 @@ def _replicas(tmp_path, url: str) -> Iterator[tuple[list[int], list[subprocess.P
     try:
         for port, proc in zip(ports, procs, strict=True):
             wait_healthy(port, proc, seconds=90)
+        for port, proc in zip(ports, procs, strict=True):
+            _wait_ready(port, proc)
         yield ports, procs
     finally:
         for proc in procs:
@@ -52,6 +55,24 @@ def _replicas(tmp_path, url: str) -> Iterator[tuple[list[int], list[subprocess.P
                 proc.wait(20)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _wait_ready(port: int, proc: subprocess.Popen, seconds: float = 600.0, in_a_row: int = 6) -> None:
+    """Wait until /readyz says ready ``in_a_row`` times running, as a load balancer's readiness probe
+    would before routing writes: each worker compiles the rules on its own warm-up thread, and a
+    cold replica on a loaded machine can take minutes before its first diagnosis."""
+    started, streak = time.monotonic(), 0
+    while time.monotonic() - started < seconds:
+        if proc.poll() is not None:
+            pytest.fail(f"replica on port {port} exited while warming up")
+        try:
+            streak = streak + 1 if _request(port, "GET", "/readyz")[0] == 200 else 0
+        except OSError:
+            streak = 0
+        if streak >= in_a_row:
+            return
+        time.sleep(0.2)
+    pytest.fail(f"replica on port {port} was not ready within {seconds} s")
 
 
 def _request(port: int, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
