@@ -95,40 +95,41 @@ def _terms(text: str) -> list[str]:
 
 #: a clause that names another cause by its id, or sets this one against something ("unlike ...",
 #: "与 X 不同"), is about that other thing: its words would lift the cause it rules out
-_CAUSE_ID = re.compile(r"\b(?:config|memory|comm|compute|data|hardware|none)\.[a-z][a-z0-9_]+")
 _CONTRAST = re.compile(r"^\W*(?:unlike|not to be confused|as opposed to)\b|与[^，。；]{0,40}不同|区别于|不同于", re.I)
 _CLAUSE_END = re.compile(r"(?<=[.;])\s+|(?<=[。；])")
 
 
-def _own_words(text: str) -> str:
-    """``text`` without its contrastive clauses (see ``_CONTRAST``) and clauses naming a cause id."""
-    kept = [c for c in _CLAUSE_END.split(text) if not (_CAUSE_ID.search(c) or _CONTRAST.search(c))]
+def _own_words(text: str, cause_ids: Iterable[str]) -> str:
+    """``text`` without its contrastive clauses (see ``_CONTRAST``) and clauses naming one of ``cause_ids``."""
+    ids = tuple(cause_ids)
+    kept = [c for c in _CLAUSE_END.split(text) if not (_CONTRAST.search(c) or any(cid in c for cid in ids))]
     return " ".join(kept)
 
 
-def _both(text: Text | None) -> str:
-    return f"{_own_words(text.en)}\n{_own_words(text.zh)}" if text else ""
+def _both(text: Text | None, cause_ids: Iterable[str] = ()) -> str:
+    return f"{_own_words(text.en, cause_ids)}\n{_own_words(text.zh, cause_ids)}" if text else ""
 
 
 def _document(kb: KnowledgeBase, cause_id: str, rule_texts: dict[str, str]) -> Counter:
     cause = kb.causes[cause_id]
+    ids = kb.causes.keys()
     doc: Counter = Counter()
     for _ in range(TITLE_WEIGHT):
-        doc.update(_terms(_both(cause.title)))
+        doc.update(_terms(_both(cause.title, ids)))
     for _ in range(DESCRIPTION_WEIGHT):
-        doc.update(_terms(_both(cause.description)))
+        doc.update(_terms(_both(cause.description, ids)))
     for fix in cause.fixes:
-        doc.update(_terms(_both(fix.title)))
+        doc.update(_terms(_both(fix.title, ids)))
     for mid in cause.mechanisms:
         mechanism = kb.mechanisms.get(mid)
         if mechanism is not None:
-            doc.update(_terms(_both(mechanism.title) + "\n" + _both(mechanism.description)))
+            doc.update(_terms(_both(mechanism.title, ids) + "\n" + _both(mechanism.description, ids)))
     reached = kb.likelihoods.get(cause_id, {})
     for sid, p in reached.items():
         symptom = kb.symptoms.get(sid)
         if symptom is None or p < MIN_SYMPTOM_LIKELIHOOD or symptom.kind == "derived":
             continue
-        doc.update(_terms(_both(symptom.title) + "\n" + _both(symptom.description)))
+        doc.update(_terms(_both(symptom.title, ids) + "\n" + _both(symptom.description, ids)))
         doc.update(_terms(rule_texts.get(sid, "")))
     return doc
 

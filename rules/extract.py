@@ -90,8 +90,8 @@ class _HitSet:
 
     def __init__(self, number: int, indexes: tuple[int, ...], sampled: bool, key: int, progress: bool,
                  symptoms: list[Rule], structure: bool, all_repeatable: bool, rank_countable: bool):
-        self.id = number
-        self.indexes = indexes  # the rule indexes hitting the line  # index into the per-source state of the read loop; -1 when not remembered
+        self.id = number  # index into the per-source state of the read loop; -1 when not remembered
+        self.indexes = indexes  # the rule indexes hitting the line
         self.sampled = sampled  # only context-only rules
         self.key = key  # sampling key
         self.progress = progress  # a progress rule among them
