@@ -167,6 +167,33 @@ def _suggest(key: str, path: str, keys: dict[str, list[str]], ctx: CheckContext)
     return "", None
 
 
+def deepspeed_shaped(config: dict[str, Any], settings: Settings) -> bool:
+    """Is ``config`` a ds_config (whole or a pasted part), not another framework's settings? At least
+    ``ds_config_share`` of its top-level keys must be DeepSpeed's: a top-level key, one this close to it
+    (``ds_config_likeness_cutoff``: a typo), or a misplaced section; a DeepSpeed section name whose value
+    is not a mapping (``"fp16": true``, ``"optimizer": "dict(type='SGD')"``) is a training script's or
+    another framework's key of the same name."""
+    if not config:
+        return False
+    known = settings.ds_config_keys
+    sections: dict[str, list[str]] = {k: list(v or []) for k, v in known["sections"].items()}
+    open_sections = set(known["open_sections"])
+    thresholds = settings.config_checks["thresholds"]
+    top = sections.get("", [])
+    # stricter than a suggestion's: a training script's own keys (batch_size, precision) resemble
+    # train_batch_size or prescale_gradients loosely, and that says nothing about being a ds_config
+    cutoff = thresholds["ds_config_likeness_cutoff"]
+    nested = {path.rsplit(".", 1)[-1] for path in [*sections, *open_sections] if "." in path}
+
+    def deepspeed_like(key: str, value: Any) -> bool:
+        if key in sections or key in open_sections:  # a section: DeepSpeed's only when it is one
+            return value is None or isinstance(value, dict)
+        return key in top or key in nested or bool(difflib.get_close_matches(key, top, n=1, cutoff=cutoff))
+
+    like = sum(deepspeed_like(str(k), v) for k, v in config.items())
+    return like > 0 and like >= thresholds["ds_config_share"] * len(config)
+
+
 def check_keys(config: dict[str, Any], ctx: CheckContext) -> None:
     known = ctx.settings.ds_config_keys
     sections: dict[str, list[str]] = {k: list(v or []) for k, v in known["sections"].items()}
@@ -207,16 +234,7 @@ def check_keys(config: dict[str, Any], ctx: CheckContext) -> None:
                     ctx.add("config.not_a_mapping", "error", "not_a_mapping", full, "s.config_unknown_key",
                             path=full, value=value)
 
-    top = sections.get("", [])
-    # stricter than a suggestion's: a training script's own keys (batch_size, precision) resemble
-    # train_batch_size or prescale_gradients loosely, and that says nothing about being a ds_config
-    cutoff = ctx.thresholds["ds_config_likeness_cutoff"]
-    nested = {path.rsplit(".", 1)[-1] for path in [*sections, *open_sections] if "." in path}
-
-    def deepspeed_like(key: str) -> bool:  # a top-level key, nearly one, or a misplaced DeepSpeed section
-        return key in top or key in nested or bool(difflib.get_close_matches(key, top, n=1, cutoff=cutoff))
-
-    if config and not any(deepspeed_like(str(k)) for k in config):
+    if not deepspeed_shaped(config, ctx.settings):
         return  # another framework's config (a detector's `device: {gpu_ids: ...}`), not a ds_config
     walk(config, "")
 
@@ -307,10 +325,17 @@ _WHOLE_CONFIG_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gra
 _PRECISION_SECTIONS = ("fp16", "bf16", "bfloat16", "amp")
 
 
-def _context(config: dict[str, Any], collector: Collector, extraction: Extraction) -> None:
+def _context(config: dict[str, Any], collector: Collector, extraction: Extraction, shaped: bool = True) -> None:
     """Precision, ZeRO stage and offload as far as the config says them. A pasted part (only
     ``zero_optimization``) says nothing of precision: that stays unknown, not fp32; without a
-    ``zero_optimization`` section offload and stage are unknown unless the config is a whole one."""
+    ``zero_optimization`` section offload and stage are unknown unless the config is a whole one.
+    Another framework's settings (not ``shaped`` like a ds_config) say what they turn on
+    (``"fp16": true``), never what is off."""
+    if not shaped:
+        for key, sid in (("fp16", "s.fp16_enabled"), ("bf16", "s.bf16_enabled")):
+            if _is_true(config.get(key)) is True:
+                collector.observe(sid, source="config", text=f"{key}: true", rule="config.context")
+        return
     whole = any(k in config for k in _WHOLE_CONFIG_KEYS)
     # with "auto" batch keys the Hugging Face Trainer fills precision in from its own arguments
     filled_by_trainer = any(isinstance(config.get(k), str) and config[k].lower() == "auto" for k in _WHOLE_CONFIG_KEYS)
@@ -373,4 +398,4 @@ def check(config: Any, environment: Any, collector: Collector, settings: Setting
         if finding.symptom:
             collector.observe(finding.symptom, source="config", text=finding.message["en"], rule=finding.id,
                               fields={"key_path": finding.key_path})
-    _context(config, collector, extraction)
+    _context(config, collector, extraction, deepspeed_shaped(config, settings))

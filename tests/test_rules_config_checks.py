@@ -134,3 +134,18 @@ def test_another_frameworks_config_is_not_checked_key_by_key() -> None:
     assert "config.unknown_key" not in findings({"batch_size": 8, "workers": 4, "precision": "amp"})
     assert "config.unknown_key" not in findings({"zero_stage": 3, "lora": True, "lr": 2e-5})
     assert "config.unknown_key" in findings({"train_batch_size": 8, "zero_stage": 3})
+
+
+def test_a_config_mostly_of_other_keys_is_not_a_ds_config() -> None:
+    # a script's arguments that share one name with DeepSpeed (fp16, optimizer) but not its shape
+    hf_args = {"model": "t5-base", "fp16": True, "script": "run_summarization.py"}
+    assert "config.unknown_key" not in findings(hf_args)
+    x = run(config=hf_args)
+    assert "s.fp16_enabled" in x.symptoms and "s.config_unknown_key" not in x.symptoms
+    detector = {"optimizer": "dict(type='Adam', lr=1e-3)", "lr_config": "dict(policy='step')", "total_epochs": 24}
+    y = run(config=detector)
+    assert "s.config_unknown_key" not in y.symptoms
+    # says nothing about what is off: precision and offload stay unknown, not fp32 / no offload
+    assert y.context.precision is None and not {"s.fp16_enabled", "s.offload_enabled"} & y.absent
+    # a ds_config with one stray key is still checked key by key
+    assert "config.unknown_key" in findings({"train_batch_size": 16, "fp16": {"enabled": True}, "my_note": "x"})
