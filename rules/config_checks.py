@@ -394,8 +394,12 @@ def check(config: Any, environment: Any, collector: Collector, settings: Setting
     for check_fn in CHECKS.values():
         check_fn(config, ctx)
     extraction.config_findings.extend(ctx.findings)
+    quiet = ctx.thresholds["ignored_key_reliability"]
     for finding in ctx.findings:
         if finding.symptom:
+            # a key DeepSpeed does not validate is ignored, not refused: it is there for certain, but
+            # whether the run depended on it is not (many working configs carry a stray key)
+            ignored = finding.id == "config.unknown_key" and finding.severity == "warning"
             collector.observe(finding.symptom, source="config", text=finding.message["en"], rule=finding.id,
-                              fields={"key_path": finding.key_path})
+                              fields={"key_path": finding.key_path}, reliability=quiet if ignored else 1.0)
     _context(config, collector, extraction, deepspeed_shaped(config, settings))

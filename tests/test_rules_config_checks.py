@@ -149,3 +149,11 @@ def test_a_config_mostly_of_other_keys_is_not_a_ds_config() -> None:
     assert y.context.precision is None and not {"s.fp16_enabled", "s.offload_enabled"} & y.absent
     # a ds_config with one stray key is still checked key by key
     assert "config.unknown_key" in findings({"train_batch_size": 16, "fp16": {"enabled": True}, "my_note": "x"})
+
+
+def test_an_ignored_key_is_softer_evidence_than_a_refused_one() -> None:
+    # top level is not validated: DeepSpeed ignores the key, the run may not depend on it
+    ignored = run(config={"train_batch_size": 8, "gradient_accumulation_steps": 1, "my_note": "x"})
+    refused = run(config={"train_batch_size": 8, "zero_optimization": {"stage": 2, "stagee": 3}})
+    assert ignored.symptoms["s.config_unknown_key"].reliability == pytest.approx(0.6)
+    assert refused.symptoms["s.config_unknown_key"].reliability == 1.0
