@@ -51,6 +51,26 @@ class MetricValue(fields.Field):
         raise ValidationError(f"must be a number or one of \"nan\", \"inf\", \"-inf\", got {_kind(value)}")
 
 
+class CountOrWords(fields.Field):
+    """A whole number in ``bounds``, or how a person says it ("2x DGX A100", "two nodes"): the engine
+    reads the count from the words (rules/env_normalize.py)."""
+
+    def __init__(self, bounds: tuple[int, int], max_chars: int = 200, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.bounds, self.max_chars = bounds, max_chars
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int | str:
+        low, high = self.bounds
+        if isinstance(value, int) and not isinstance(value, bool):
+            if not low <= value <= high:
+                raise ValidationError(f"must be from {low} to {high}")
+            return value
+        if isinstance(value, str) and value.strip() and len(value) <= self.max_chars:
+            return value
+        raise ValidationError(f"must be a whole number from {low} to {high} or a short text such as "
+                              f"\"2x DGX A100\" (at most {self.max_chars} characters), got {_kind(value)}")
+
+
 class Moment(fields.String):
     """An ISO 8601 date or datetime, normalised to UTC ``YYYY-MM-DDTHH:MM:SSZ``."""
 
@@ -116,7 +136,8 @@ class EnvironmentSchema(Schema):
         unknown = INCLUDE
 
     world_size = fields.Integer(strict=True, validate=validate.Range(1, 10_000_000), allow_none=True)
-    nodes = fields.Integer(strict=True, validate=validate.Range(1, 1_000_000), allow_none=True)
+    nodes = CountOrWords((1, 1_000_000), allow_none=True,
+                         metadata={"description": "how many nodes: a number, or words such as \"2x DGX A100\""})
     gpu = fields.String(allow_none=True, metadata={"description": "e.g. A100-80GB"})
     versions = fields.Dict(keys=fields.String(), values=fields.String(),
                            metadata={"description": "torch, deepspeed, nccl, cuda, driver, ..."})

@@ -74,3 +74,13 @@ def test_seed_case_as_multipart_files(real_client, case: Path) -> None:
     ranked = [c["id"] for c in response.get_json()["causes"]]
     if expected.get("root_cause"):
         assert ranked, "no cause ranked"
+
+
+def test_nodes_in_words_are_read_like_the_cli_reads_them(real_client) -> None:
+    # what a chat-ops bot relays: the machine count as a person writes it
+    response = real_client.post("/v1/diagnoses", json={"description": "NCCL hangs at init",
+                                                  "environment": {"nodes": "2x DGX A100"}})
+    assert response.status_code == 201, response.get_json()
+    body = response.get_json()
+    assert (body["context"]["nodes"], body["context"]["world_size"]) == (2, 16)
+    assert "s.multi_node_job" in {s["id"] for s in body["symptoms"]}
