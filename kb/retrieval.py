@@ -99,20 +99,19 @@ _CONTRAST = re.compile(r"^\W*(?:unlike|not to be confused|as opposed to)\b|与[^
 _CLAUSE_END = re.compile(r"(?<=[.;])\s+|(?<=[。；])")
 
 
-def _own_words(text: str, cause_ids: Iterable[str]) -> str:
+def _own_words(text: str, cause_ids: tuple[str, ...]) -> str:
     """``text`` without its contrastive clauses (see ``_CONTRAST``) and clauses naming one of ``cause_ids``."""
-    ids = tuple(cause_ids)
-    kept = [c for c in _CLAUSE_END.split(text) if not (_CONTRAST.search(c) or any(cid in c for cid in ids))]
+    kept = [c for c in _CLAUSE_END.split(text) if not (_CONTRAST.search(c) or any(cid in c for cid in cause_ids))]
     return " ".join(kept)
 
 
-def _both(text: Text | None, cause_ids: Iterable[str] = ()) -> str:
+def _both(text: Text | None, cause_ids: tuple[str, ...] = ()) -> str:
     return f"{_own_words(text.en, cause_ids)}\n{_own_words(text.zh, cause_ids)}" if text else ""
 
 
 def _document(kb: KnowledgeBase, cause_id: str, rule_texts: dict[str, str]) -> Counter:
     cause = kb.causes[cause_id]
-    ids = kb.causes.keys()
+    ids = tuple(kb.causes)
     doc: Counter = Counter()
     for _ in range(TITLE_WEIGHT):
         doc.update(_terms(_both(cause.title, ids)))

@@ -28,6 +28,7 @@ class CheckContext:
     settings: Settings
     world_size: int | None
     findings: list[ConfigFinding]
+    ds_config: bool = True  # shaped like a ds_config (deepspeed_shaped): key checks and absences apply
 
     @property
     def thresholds(self) -> dict[str, Any]:
@@ -234,7 +235,7 @@ def check_keys(config: dict[str, Any], ctx: CheckContext) -> None:
                     ctx.add("config.not_a_mapping", "error", "not_a_mapping", full, "s.config_unknown_key",
                             path=full, value=value)
 
-    if not deepspeed_shaped(config, ctx.settings):
+    if not ctx.ds_config:
         return  # another framework's config (a detector's `device: {gpu_ids: ...}`), not a ds_config
     walk(config, "")
 
@@ -390,7 +391,7 @@ def check(config: Any, environment: Any, collector: Collector, settings: Setting
     world = _positive_int(env.get("world_size"))
     if world is None and collector.world_sizes:
         world = max(collector.world_sizes)
-    ctx = CheckContext(settings, world, [])
+    ctx = CheckContext(settings, world, [], deepspeed_shaped(config, settings))
     for check_fn in CHECKS.values():
         check_fn(config, ctx)
     extraction.config_findings.extend(ctx.findings)
@@ -402,4 +403,4 @@ def check(config: Any, environment: Any, collector: Collector, settings: Setting
             ignored = finding.id == "config.unknown_key" and finding.severity == "warning"
             collector.observe(finding.symptom, source="config", text=finding.message["en"], rule=finding.id,
                               fields={"key_path": finding.key_path}, reliability=quiet if ignored else 1.0)
-    _context(config, collector, extraction, deepspeed_shaped(config, settings))
+    _context(config, collector, extraction, ctx.ds_config)

@@ -599,10 +599,13 @@ def cause(cause_id: str):
     store = _store_or_none() if can("incidents:read") else None
     if store is not None:
         try:
-            found = store.search(cause=cause_id, limit=200)["items"]
+            from dsdoctor.kb.incidents.record import PUBLIC_PREFIX
+            from dsdoctor.kb.incidents.search import MAX_LIMIT
+
+            found = store.search(cause=cause_id, limit=MAX_LIMIT)["items"]
             # the site's own history first, then the public incidents shipped with dsdoctor (newest
             # first within each): a busy public cause must not push a site's incidents off the page
-            incidents = sorted(found, key=lambda i: str(i.get("id", "")).startswith("PUB-"))[:10]
+            incidents = sorted(found, key=lambda i: str(i.get("id", "")).startswith(PUBLIC_PREFIX))[:10]
         except DsdoctorError:
             incidents = []
     body = render_template("cause.html", c=info, graph=render(drawing, prefix="nb"), incidents=incidents,
