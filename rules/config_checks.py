@@ -14,6 +14,7 @@ missing value is derived from the other two by integer division, then
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,7 @@ class CheckContext:
     world_size: int | None
     findings: list[ConfigFinding]
     ds_config: bool = True  # shaped like a ds_config (deepspeed_shaped): key checks and absences apply
+    deepspeed_version: tuple[int, ...] | None = None  # the release the job ran, when the evidence says
 
     @property
     def thresholds(self) -> dict[str, Any]:
@@ -44,6 +46,9 @@ class CheckContext:
             except (KeyError, IndexError, ValueError):
                 text[lang] = template[lang]
         self.findings.append(ConfigFinding(finding_id, severity, text, key_path, symptom))
+
+
+_RELEASE = re.compile(r"v?(\d+(?:\.\d+)*)")
 
 
 def _section(config: dict[str, Any], name: str) -> dict[str, Any]:
@@ -199,7 +204,11 @@ def check_keys(config: dict[str, Any], ctx: CheckContext) -> None:
     known = ctx.settings.ds_config_keys
     sections: dict[str, list[str]] = {k: list(v or []) for k, v in known["sections"].items()}
     open_sections = set(known["open_sections"])
-    validated = set(known["validated_sections"])
+    since = {path: release_key(str(v)) for path, v in known["validated_since"].items()}
+    version = ctx.deepspeed_version
+    # a section validated only from some release on is ignored by an older one the evidence names
+    validated = {p for p in known["validated_sections"]
+                 if version is None or since.get(p) is None or version >= since[p]}
     deprecated: dict[str, str] = known["deprecated"]
 
     def walk(node: dict[str, Any], path: str) -> None:
@@ -379,6 +388,19 @@ def _context(config: dict[str, Any], collector: Collector, extraction: Extractio
         extraction.absent.add("s.offload_enabled")
 
 
+def release_key(version: str) -> tuple[int, ...] | None:
+    """``(0, 14, 2)`` for "0.14.2", "v0.14.2+cu121" or "0.14.2rc1"; None when it does not start with a number."""
+    m = _RELEASE.match(version.strip())
+    return tuple(int(p) for p in m.group(1).split(".")) if m else None
+
+
+def _deepspeed_version(environment: dict[str, Any]) -> tuple[int, ...] | None:
+    """The DeepSpeed release the environment names (``versions.deepspeed``, free-form keys normalised)."""
+    versions = environment.get("versions")
+    said = versions.get("deepspeed") if isinstance(versions, dict) else None
+    return release_key(str(said)) if said is not None else None
+
+
 def check(config: Any, environment: Any, collector: Collector, settings: Settings, extraction: Extraction) -> None:
     """Run every config check and record the config facts."""
     if config is None:
@@ -391,7 +413,7 @@ def check(config: Any, environment: Any, collector: Collector, settings: Setting
     world = _positive_int(env.get("world_size"))
     if world is None and collector.world_sizes:
         world = max(collector.world_sizes)
-    ctx = CheckContext(settings, world, [], deepspeed_shaped(config, settings))
+    ctx = CheckContext(settings, world, [], deepspeed_shaped(config, settings), _deepspeed_version(env))
     for check_fn in CHECKS.values():
         check_fn(config, ctx)
     extraction.config_findings.extend(ctx.findings)

@@ -64,7 +64,7 @@ _SHAPES: dict[str, dict[str, Any]] = {
     },
     "config_checks.yaml": {"thresholds": dict, "messages": dict},
     "ds_config_keys.yaml": {"sources": list, "sections": dict, "open_sections": list, "validated_sections": list,
-                            "deprecated": dict},
+                            "validated_since": dict, "deprecated": dict},
     "gpus.yaml": {"pre_ampere": list, "ampere_or_newer": list, "sources": list},
     "environment.yaml": {"aliases": dict, "versions": list, "version_renames": dict, "count_pattern": str,
                          "machines": list},

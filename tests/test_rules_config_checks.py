@@ -157,3 +157,25 @@ def test_an_ignored_key_is_softer_evidence_than_a_refused_one() -> None:
     refused = run(config={"train_batch_size": 8, "zero_optimization": {"stage": 2, "stagee": 3}})
     assert ignored.symptoms["s.config_unknown_key"].reliability == pytest.approx(0.6)
     assert refused.symptoms["s.config_unknown_key"].reliability == 1.0
+
+
+@pytest.mark.parametrize(("versions", "refused"), [
+    ({"deepspeed": "0.14.2"}, False),          # fp16 / bf16 read single keys before v0.17.1, the rest ignored
+    ({"deepspeed": "v0.16.9+cu121"}, False),
+    ({"deepspeed": "0.17.1"}, True),           # DeepSpeedBF16Config forbids extra keys from v0.17.1 on
+    ({"deepspeed": "0.18.0rc1"}, True),
+    (None, True),                              # release unknown: validated, as in current releases
+    ({"deepspeed": "master"}, True),
+])
+def test_precision_sections_are_validated_only_from_the_release_that_validates_them(versions, refused) -> None:
+    env = {"versions": versions} if versions else None
+    x = run(config={"train_batch_size": 8, "bf16": {"enabled": True, "loss_scale_window": 1000}}, environment=env)
+    (finding,) = [f for f in x.config_findings if f.id == "config.unknown_key"]
+    assert finding.severity == ("error" if refused else "warning")
+    assert x.symptoms["s.config_unknown_key"].reliability == pytest.approx(1.0 if refused else 0.6)
+
+
+def test_a_top_level_deepspeed_version_counts_like_versions_deepspeed() -> None:
+    x = run(config={"train_batch_size": 8, "fp16": {"enabled": True, "loss_scale_windw": 500}},
+            environment={"deepspeed": "0.12.6"})
+    assert x.symptoms["s.config_unknown_key"].reliability == pytest.approx(0.6)
