@@ -56,6 +56,7 @@ class SourceState:
     progress: int = 0  # progress lines in this source (read in full)
     max_stream_progress: int = 0  # the most progress lines any one participant printed in it
     max_step: int | None = None
+    last_overflow_line: int = 0  # line number of its last fp16 overflow line (0: none)
     last_marker: str | None = None  # the last phase marker any participant printed
     init_seen: bool = False
     train_started: bool = False
@@ -285,6 +286,7 @@ class Collector:
                 self._marker(m, src, stream, participant, node, lineno, groups)
         if overflow:
             self._overflow(groups, rank, order, stream, src)
+            src.last_overflow_line = lineno
         if groups:
             # a failing message's own arithmetic (a world size inside a failed assertion) is no job fact
             if not self._fact_names.isdisjoint(groups):

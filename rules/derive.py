@@ -464,6 +464,15 @@ def _numeric(collector: Collector, cfg: dict[str, Any], extraction: Extraction, 
                  {"ranks": sorted(r for r in zero_ranks if r is not None)})
 
 
+def _went_on(events: list[Any], collector: Collector) -> bool:
+    """Did the job go on after its last overflow (a later step or progress line, or any later line of a source
+    that printed overflows)? Only then is a short chain of overflows a warm-up that ended."""
+    last = max(e.step_hint for e in events)
+    reached = [src.max_step if src.max_step is not None else src.max_stream_progress for src in collector.sources]
+    return max(reached, default=0) > last or any(
+        0 < src.last_overflow_line < src.lines for src in collector.sources)
+
+
 def _overflow(collector: Collector, cfg: dict[str, Any], extraction: Extraction, evidence: dict[str, Any]) -> None:
     """Warm-up overflows vs repeated overflows, from the chain of loss-scale reductions."""
     events = collector.overflows
@@ -496,10 +505,11 @@ def _overflow(collector: Collector, cfg: dict[str, Any], extraction: Extraction,
         _derived(collector, "s.fp16_overflow_repeated", [], f"{count} fp16 overflow(s), {late} after warm-up; "
                  f"lowest loss scale {lowest}", fields)
         extraction.absent.add("s.fp16_overflow_early_only")
-    else:
+    elif _went_on(events, collector):
         _derived(collector, "s.fp16_overflow_early_only", [], f"{count} fp16 overflow(s) during loss-scale warm-up "
                  f"only; lowest loss scale {lowest}", fields)
         extraction.absent.add("s.fp16_overflow_repeated")
+    # else the log stops at its overflows (a pasted line): whether they stopped cannot be told
     if late >= limits["falling_min_reductions"] or at_minimum:
         _derived(collector, "s.loss_scale_falling", [], f"loss scale reduced {late} time(s) after warm-up", fields)
     if at_minimum and "s.loss_scale_at_minimum" not in collector.symptoms:

@@ -226,6 +226,20 @@ def test_overflow_during_warm_up_only() -> None:
     assert "s.loss_scale_falling" not in x.symptoms
 
 
+def test_overflows_with_nothing_after_them_are_neither_warm_up_nor_repeated() -> None:
+    # a pasted line (or a log cut at the overflows) cannot tell whether the overflows stopped
+    x = run(lines(overflow(2 ** 30)))
+    assert "s.fp16_overflow_early_only" not in x.symptoms and "s.fp16_overflow_repeated" not in x.symptoms
+    assert "s.fp16_overflow_early_only" not in x.absent and "s.fp16_overflow_repeated" not in x.absent
+    x = run(lines(progress(0, 3), overflow(2 ** 16), overflow(2 ** 15)))
+    assert "s.fp16_overflow_early_only" not in x.symptoms
+    x = run(lines(progress(0, 3), overflow(2 ** 16), progress(0, 4)))
+    assert "s.fp16_overflow_early_only" in x.symptoms
+    # the job printed on after them, in a format no progress rule knows: it went on
+    x = run(lines(overflow(2 ** 16), "INFO Train: [0/90][120/5004]  lr 0.0005  loss 3.31 (3.40)"))
+    assert "s.fp16_overflow_early_only" in x.symptoms
+
+
 def test_overflow_repeated_after_recovery_and_down_to_the_minimum() -> None:
     chain = [overflow(2 ** p) for p in range(16, 12, -1)]
     later = [progress(0, 1000 + i) for i in range(3)] + [overflow(8192), overflow(4096), overflow(8192), overflow(2)]
