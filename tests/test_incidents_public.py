@@ -21,6 +21,11 @@ def test_the_shipped_public_incidents_are_the_corpus_exported():
     records = _public_lines()
     assert len(records) == len(corpus.load_cases(corpus.CORPUS_DIR))
     assert all(r["id"].startswith("PUB-") and r["source_url"].startswith("https://") for r in records)
+    # each is a valid incident: one that fails validation would be skipped on load, never searchable
+    from dsdoctor.kb.incidents.record import validate_new
+
+    for r in records:
+        validate_new(dict(r), None)
     # most are GitHub threads; a few are public pages (a post-mortem, a forum thread)
     assert sum(r["source_url"].startswith("https://github.com/") for r in records) > 0.9 * len(records)
 
