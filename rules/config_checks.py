@@ -14,7 +14,6 @@ missing value is derived from the other two by integer division, then
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 from dsdoctor.rules.collect import Collector
 from dsdoctor.rules.model import ConfigFinding, Extraction
 from dsdoctor.rules.settings import Settings
+from dsdoctor.rules.units import release_key
 
 
 @dataclass
@@ -46,9 +46,6 @@ class CheckContext:
             except (KeyError, IndexError, ValueError):
                 text[lang] = template[lang]
         self.findings.append(ConfigFinding(finding_id, severity, text, key_path, symptom))
-
-
-_RELEASE = re.compile(r"v?(\d+(?:\.\d+)*)")
 
 
 def _section(config: dict[str, Any], name: str) -> dict[str, Any]:
@@ -204,11 +201,10 @@ def check_keys(config: dict[str, Any], ctx: CheckContext) -> None:
     known = ctx.settings.ds_config_keys
     sections: dict[str, list[str]] = {k: list(v or []) for k, v in known["sections"].items()}
     open_sections = set(known["open_sections"])
-    since = {path: release_key(str(v)) for path, v in known["validated_since"].items()}
-    version = ctx.deepspeed_version
-    # a section validated only from some release on is ignored by an older one the evidence names
-    validated = {p for p in known["validated_sections"]
-                 if version is None or since.get(p) is None or version >= since[p]}
+    validated = set(known["validated_sections"])
+    if ctx.deepspeed_version is not None:  # an older release ignores what a newer one validates
+        validated -= {path for path, since in known["validated_since"].items()
+                      if ctx.deepspeed_version < (release_key(str(since)) or ())}
     deprecated: dict[str, str] = known["deprecated"]
 
     def walk(node: dict[str, Any], path: str) -> None:
@@ -386,12 +382,6 @@ def _context(config: dict[str, Any], collector: Collector, extraction: Extractio
     elif zero_said or whole:
         extraction.context.offload = False
         extraction.absent.add("s.offload_enabled")
-
-
-def release_key(version: str) -> tuple[int, ...] | None:
-    """``(0, 14, 2)`` for "0.14.2", "v0.14.2+cu121" or "0.14.2rc1"; None when it does not start with a number."""
-    m = _RELEASE.match(version.strip())
-    return tuple(int(p) for p in m.group(1).split(".")) if m else None
 
 
 def _deepspeed_version(environment: dict[str, Any]) -> tuple[int, ...] | None:

@@ -13,6 +13,7 @@ from typing import Any
 
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
 _SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(?:([KMGTP])i?B?|(B|bytes?))?\s*", re.IGNORECASE)
+_RELEASE = re.compile(r"\s*v?(\d+(?:\.\d+)*)")
 _NONFINITE = {
     "nan": math.nan, "-nan": math.nan, "+nan": math.nan,
     "inf": math.inf, "+inf": math.inf, "infinity": math.inf, "+infinity": math.inf,
@@ -53,6 +54,13 @@ def parse_float(text: Any) -> float | None:
         return float(t)
     except ValueError:
         return None
+
+
+def release_key(version: str) -> tuple[int, ...] | None:
+    """``(0, 14, 2)`` for "0.14.2", "v0.14.2+cu121" or "0.14.2rc1", for comparing releases; None when it
+    does not start with a number ("master")."""
+    m = _RELEASE.match(version)
+    return tuple(int(p) for p in m.group(1).split(".")) if m else None
 
 
 def parse_int(text: Any) -> int | None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from dsdoctor.rules import datafile
+from dsdoctor.rules.units import release_key
 
 DATA = Path(__file__).resolve().parent / "data" / "version_outcomes.yaml"
 
@@ -45,10 +46,6 @@ def _patterns() -> dict[str, Any]:
         "breaks": datafile.caseless(d["clause_breaks"]),
         "reliability": float(d["reliability"]),
     }
-
-
-def _key(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in version.split("."))
 
 
 def _polarity(p: dict[str, Any], clause: str) -> str | None:
@@ -87,7 +84,7 @@ def _line(p: dict[str, Any], line: str) -> str | None:
         pkg = (m.group("pkg") or "").lower() or (before[-1] if before else None)
         if pkg is None:
             continue
-        releases.append((m.start(), m.end(), pkg, _key(m.group("v"))))
+        releases.append((m.start(), m.end(), pkg, release_key(m.group("v"))))
     if len(releases) < 2:
         return None
     # "from A to B" after an upgrade verb: A worked, B is the one that broke
