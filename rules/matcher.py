@@ -105,10 +105,64 @@ def relax_bounds(pattern: str) -> str:
     return _BOUND.sub(repl, pattern)
 
 
+#: what ``\\s`` matches inside one line (RE2's ``\\s`` is ``[\\t\\n\\f\\r ]``; the vertical tab only widens)
+_LINE_SPACE = "\\t\\x0b\\x0c\\r "
+
+
+def line_local(body: str) -> str:
+    """``body`` with its newline-matching classes narrowed to one line: ``\\s`` -> ``[\\t\\x0b\\x0c\\r ]``,
+    ``\\D`` / ``\\W`` -> ``[^\\d\\n]`` / ``[^\\w\\n]``, and a negated class ``[^...]`` also excludes ``\\n``.
+
+    RE2 confirms a rule on one line, which holds no newline, so this drops no match RE2 could make;
+    it only keeps Hyperscan from reporting a match that starts on an earlier line (a line hit by
+    such a match is counted without RE2 once its rules are confirmed often). With every match inside
+    its line, the rules hitting a line depend on that line alone: what lets lines of one digit-blind
+    shape be counted together (``_Reader._fold``). ``rules.shapes.newline_free`` checks the result.
+    """
+    out: list[str] = []
+    i, n = 0, len(body)
+    in_class = negated = False
+    while i < n:
+        c = body[i]
+        if c == "\\":
+            pair = body[i:i + 2]
+            if pair == "\\s":
+                out.append(_LINE_SPACE if in_class else "[" + _LINE_SPACE + "]")
+            elif pair in ("\\D", "\\W") and not in_class:
+                out.append("[^\\" + pair[1].lower() + "\\n]")
+            else:
+                out.append(pair)
+            i += 2
+            continue
+        if in_class:
+            if c == "]":
+                if negated:
+                    out.append("\\n")
+                in_class = False
+            out.append(c)
+            i += 1
+            continue
+        if c == "[":
+            j = i + 1
+            negated = j < n and body[j] == "^"
+            if negated:
+                j += 1
+            if j < n and body[j] == "]":
+                j += 1
+            out.append(body[i:j])
+            in_class = True
+            i = j
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
 def hyperscan_expression(pattern: str) -> bytes:
-    """The expression compiled into the Hyperscan database for one rule pattern."""
+    """The expression compiled into the Hyperscan database for one rule pattern: anchors removed,
+    large bounds relaxed, matches kept inside one line, then up to the line's end."""
     body, _ = translate(relax_bounds(pattern))
-    return ("(?:" + body + ").*$").encode("utf-8")
+    return ("(?:" + line_local(body) + ").*$").encode("utf-8")
 
 
 def re2_options(*, caseless: bool, utf8: bool) -> re2.Options:
@@ -245,6 +299,24 @@ class LineMatcher:
             else:
                 self.db.scan(data, match_event_handler=on_match)
         return hits
+
+    def hits_any(self, data: bytes | memoryview) -> bool:
+        """Does any rule hit a line of ``data``? (The scan stops at the first hit.)"""
+        if self.db is None or not len(data):
+            return False
+
+        def on_match(index: int, start: int, end: int, flags: int, context: object) -> bool:
+            return True  # stop scanning
+
+        try:
+            with self._lock:
+                if self.scratch is not None:
+                    self.db.scan(data, match_event_handler=on_match, scratch=self.scratch)
+                else:
+                    self.db.scan(data, match_event_handler=on_match)
+        except hyperscan.ScanTerminated:
+            return True
+        return False
 
     def confirm(self, index: int, line: bytes | str, message_start: int = 0) -> RuleMatch | None:
         """Run RE2 for rule ``index`` on one line; ``None`` if it does not really match."""

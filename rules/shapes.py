@@ -74,3 +74,69 @@ def _in_class(items: list[tuple[Any, Any]], code: int) -> bool:
         elif op is sre.CATEGORY:
             found = found or _DIGIT_IN.get(av, False)
     return found != negate
+
+
+_NEWLINE = 10
+_NEWLINE_IN = {sre.CATEGORY_DIGIT: False, sre.CATEGORY_NOT_DIGIT: True, sre.CATEGORY_WORD: False,
+               sre.CATEGORY_NOT_WORD: True, sre.CATEGORY_SPACE: True, sre.CATEGORY_NOT_SPACE: False,
+               sre.CATEGORY_LINEBREAK: True, sre.CATEGORY_NOT_LINEBREAK: False}
+
+
+def newline_free(pattern: str) -> bool:
+    """Can no match of ``pattern`` contain a newline (so every match lies inside one line)? ``False`` when
+    it cannot tell: dot-all flags, back-references, syntax Python's parser does not know."""
+    try:
+        tree = sre_parse.parse(pattern)
+    except (re.error, ValueError, TypeError, OverflowError, RecursionError):
+        return False
+    if tree.state.flags & sre.SRE_FLAG_DOTALL:
+        return False
+    return _no_newline(list(tree))
+
+
+def _no_newline(items: list[tuple[Any, Any]]) -> bool:
+    for op, av in items:
+        if op is sre.LITERAL:
+            if av == _NEWLINE:
+                return False
+        elif op is sre.NOT_LITERAL:
+            if av != _NEWLINE:
+                return False
+        elif op is sre.IN:
+            if _in_class_by(av, _NEWLINE, _NEWLINE_IN):
+                return False
+        elif op is sre.SUBPATTERN:
+            if av[1] & sre.SRE_FLAG_DOTALL or not _no_newline(list(av[3])):
+                return False
+        elif op is sre.BRANCH:
+            if not all(_no_newline(list(p)) for p in av[1]):
+                return False
+        elif op in (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT):
+            if not _no_newline(list(av[2])):
+                return False
+        elif op is sre.ATOMIC_GROUP:
+            if not _no_newline(list(av)):
+                return False
+        elif op is sre.ANY:
+            continue  # without dot-all, '.' stops at a newline (Python, RE2 and Hyperscan alike)
+        elif op not in (sre.AT,):
+            return False  # look-arounds, back-references, conditionals: not told
+    return True
+
+
+def _in_class_by(items: list[tuple[Any, Any]], code: int, categories: dict[Any, bool]) -> bool:
+    """Is the character ``code`` in the class ``[...]`` given by its parsed items (categories per table)?"""
+    negate = False
+    found = False
+    for op, av in items:
+        if op is sre.NEGATE:
+            negate = True
+        elif op is sre.LITERAL:
+            found = found or av == code
+        elif op is sre.RANGE:
+            found = found or av[0] <= code <= av[1]
+        elif op is sre.CATEGORY:
+            found = found or categories.get(av, True)
+        else:
+            return True  # unknown item: assume it may hold the character
+    return found != negate
