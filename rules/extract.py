@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import gzip
 import io
+import re
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import compress
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -35,15 +38,24 @@ from dsdoctor.rules import (
 from dsdoctor.rules.collect import Collector, SourceState
 from dsdoctor.rules.context import LEADING_RANK, LineContext, SourceHint, parse_prefix, source_hint, untimed
 from dsdoctor.rules.loader import default_rules
-from dsdoctor.rules.matcher import LineMatcher, cached_fingerprint, cached_matcher, relax_bounds
+from dsdoctor.rules.matcher import (
+    LineMatcher,
+    cached_fingerprint,
+    cached_matcher,
+    hyperscan_expression,
+    relax_bounds,
+)
 from dsdoctor.rules.model import Extraction
 from dsdoctor.rules.ruleset import Rule, RuleSet
 from dsdoctor.rules.settings import Settings, load_settings
-from dsdoctor.rules.shapes import BLIND, digit_blind
+from dsdoctor.rules.shapes import BLIND, digit_blind, newline_free
 from dsdoctor.rules.units import parse_int
 
 ProgressCallback = Callable[[int], None]
 _LEADING_RANK_AT = LEADING_RANK.match
+#: the ``[rankN]:`` of every line that starts with one, in ``b"\\n" + text`` (``LEADING_RANK`` after each
+#: newline: a literal start lets the regex engine jump from newline to newline, where ``^`` tries every byte)
+_LEADING_RANKS = re.compile(b"\n" + LEADING_RANK.pattern).findall
 _UNSEEN = object()
 
 #: magic numbers of files that are not text logs: (prefix, what it is)
@@ -128,6 +140,48 @@ class _Plan:
         self.blind = [digit_blind(relax_bounds(r.pattern)) and not anchored
                       for r, anchored in zip(matcher.rules, matcher.anchored, strict=True)]
         self.rank_spans: dict[tuple[int, bytes], tuple[int, int] | None] = {}  # (rule, line shape) -> rank span
+        # rules whose hits on a line may differ from their hits on the line's digit-blind shape (a digit
+        # matters, or Python cannot tell): a region where one hits is never folded (_Reader._fold)
+        expressions = [hyperscan_expression(r.pattern).decode("utf-8") for r in matcher.rules]
+        self.risky = [not (digit_blind(e) and newline_free(e)) for e in expressions]
+        self._risky_matcher: LineMatcher | object | None = _UNSEEN
+        self.shape_hits: dict[bytes, _HitSet | None] = {}  # digit-blind line shape -> its hit set (None: no hit)
+
+    @property
+    def risky_matcher(self) -> LineMatcher | None:
+        """The risky rules of this plan, compiled on first use (``None`` when there are none)."""
+        if self._risky_matcher is _UNSEEN:
+            rules = [r for r, risky in zip(self.matcher.rules, self.risky, strict=True) if risky]
+            self._risky_matcher = cached_matcher(RuleSet(rules).fingerprint(), rules, utf8=False) if rules else None
+        return self._risky_matcher  # type: ignore[return-value]
+
+    def hit_sets_of(self, shapes: list[bytes]) -> bool:
+        """Learn the hit sets of these digit-blind line shapes (one scan of them all), risky rules left out:
+        the caller has checked that none hits the real lines."""
+        if len(self.shape_hits) + len(shapes) > 4096:
+            self.shape_hits.clear()
+        text = b"\n".join(shapes) + b"\n"
+        ends: dict[int, int] = {}
+        at = -1
+        for number, shape in enumerate(shapes):
+            at += len(shape) + 1
+            ends[at] = number
+        found: list[list[int]] = [[] for _ in shapes]
+        risky = self.risky
+        for end, index in self.matcher.scan(text):
+            number = ends.get(end)
+            if number is None:
+                return False  # a match that does not end a line: nothing is learnt
+            if not risky[index]:
+                found[number].append(index)
+        for shape, indexes in zip(shapes, found, strict=True):
+            if not indexes:
+                self.shape_hits[shape] = None
+                continue
+            key = tuple(sorted(set(indexes)))
+            hit = self.line_kinds.get(key) if len(key) > 1 else self.singles[key[0]]
+            self.shape_hits[shape] = hit if hit is not None else self.hit_set(key)
+        return True
 
     def light_plan(self, hit: _HitSet, indexes: tuple[int, ...]) -> _LightPlan | None:
         """For a line hit by ``indexes`` whose symptoms may get light records (rules/compact.py): what
@@ -206,6 +260,7 @@ class _Reader:
     """
 
     shortcuts = True
+    fold_bytes = 65536  # regions of this size are counted by shape when every line is a repeat (_fold)
 
     def __init__(self, rules: RuleSet, collector: Collector, settings: Settings,
                  progress: ProgressCallback | None):
@@ -360,8 +415,117 @@ class _Reader:
         Return the line count after them, and with ``stop_on_sampling`` the start of the first progress
         line that would be sampled out (nothing from it on is read; ``None`` if there was none).
         ``progress_all`` reads every progress line (a sampled window).
+
+        A long range goes region by region (``fold_bytes``): a region whose every line would only be
+        counted is counted by its shapes (:meth:`_fold`), any other is read line by line.
         """
         floor = begin if floor is None else floor
+        size = self.fold_bytes
+        if not self.shortcuts or limit - begin < 2 * size:
+            return self._lines(plan, src, chunk, begin, limit, origin, lineno, cache, seen, floor=floor,
+                               stop_on_sampling=stop_on_sampling, progress_all=progress_all)
+        pos = begin
+        while pos < limit:
+            stop = _line_end(chunk, pos + size - 1, limit)
+            if limit - stop < size:
+                stop = limit  # no short last region
+            folded = self._fold(plan, src, chunk, pos, stop, lineno)
+            if folded is not None:
+                lineno = folded
+            else:
+                lineno, resume = self._lines(plan, src, chunk, pos, stop, origin, lineno, cache, seen, floor=floor,
+                                             stop_on_sampling=stop_on_sampling, progress_all=progress_all)
+                if resume is not None:
+                    return lineno, resume
+            pos = stop
+        return lineno, None
+
+    def _fold(self, plan: _Plan, src: SourceState, chunk: bytes, begin: int, end: int, lineno: int) -> int | None:
+        """Count the lines of ``chunk[begin:end]`` without reading them one by one, when :meth:`_lines` would
+        only count or skip every one of them; return the line count after them, or ``None`` (nothing done).
+
+        That holds when every line starts with ``[rankN]:``, no risky rule (see ``_Plan.risky``) hits the
+        region, and by the digit-blind shape of each line (which fixes the rules that hit it: its rules are
+        digit-blind and their matches lie inside a line) each hit line is either traceback structure of a
+        rank that already erred, or lines of rules confirmed often whose every symptom has an event on the
+        line's rank. The counts, the skipped lines and the streams whose open traceback is forgotten are
+        then what the line-by-line read gives (tests/test_rules_error_dense.py compares both).
+        """
+        region = chunk[begin:end]
+        if not region.endswith(b"\n"):
+            return None
+        lines = region.count(b"\n")
+        ranks = _LEADING_RANKS(b"\n" + region)
+        if len(ranks) != lines:
+            return None
+        if not self.collector.ranks_seen.issuperset(map(int, ranks)):
+            return None  # a rank seen for the first time: its lines are read
+        risky = plan.risky_matcher
+        if risky is not None and risky.hits_any(region):
+            return None
+        shapes = region.translate(BLIND).split(b"\n")
+        shapes.pop()
+        counts = Counter(shapes)
+        known = plan.shape_hits
+        unknown = [shape for shape in counts if shape not in known]
+        if unknown and not plan.hit_sets_of(unknown):
+            return None
+        structure: set[bytes] = set()
+        groups: dict[_HitSet, set[bytes]] = {}
+        for shape in counts:
+            hit = known.get(shape)
+            if hit is None:
+                if shape not in known:
+                    return None  # forgotten meanwhile (the memo was full)
+                continue
+            if hit.sampled or not hit.by_rank:
+                return None
+            if hit.structure:
+                structure.add(shape)
+            else:
+                groups.setdefault(hit, set()).add(shape)
+        collector = self.collector
+        quiet = self.quiet
+        erred = collector.erred
+        newly: list[int] = []
+        if structure:
+            for rank in set(map(int, compress(ranks, map(structure.__contains__, shapes)))):
+                if rank not in quiet:
+                    if ("r", rank) not in erred:
+                        return None  # its traceback is read
+                    newly.append(rank)
+        held = self.held.setdefault(plan, [])
+        ready = self.ready.setdefault(plan, set())
+        counted: list[tuple[_HitSet, int]] = []
+        for hit, members in groups.items():
+            number = hit.id
+            holders = held[number] if 0 <= number < len(held) else None
+            if holders is None and (hit.indexes in ready or _often(self.confirmed, hit.symptoms, self.repeat_after,
+                                                                   ready, hit.indexes)):
+                holders = [collector.ranks_with(r.symptom or "") for r in hit.symptoms]
+                if number >= 0:
+                    held.extend([None] * (number + 1 - len(held)))
+                    held[number] = holders
+            if holders is None:
+                return None
+            present = set(map(int, compress(ranks, map(members.__contains__, shapes))))
+            for ranks_of in holders:
+                if not present <= ranks_of:
+                    return None
+            counted.append((hit, sum(counts[shape] for shape in members)))
+        for hit, number in counted:
+            collector.count_repeats(src, hit.symptoms, number)
+        if structure:
+            for rank in newly:
+                collector.skip_traceback_of(src, ("r", rank))  # forgets an open traceback; counts one line
+                quiet.add(rank)
+            src.other_lines += sum(counts[shape] for shape in structure) - len(newly)
+        return lineno + lines
+
+    def _lines(self, plan: _Plan, src: SourceState, chunk: bytes, begin: int, limit: int, origin: int,
+               lineno: int, cache: _LookbackCache, seen: dict[int, int], *, floor: int,
+               stop_on_sampling: bool = False, progress_all: bool = False) -> tuple[int, int | None]:
+        """:meth:`_chunk` line by line: Hyperscan finds the hit lines, each is counted, skipped or read."""
         matcher = plan.matcher
         whole = begin == 0 and limit == len(chunk)
         hits = matcher.scan(chunk if whole else memoryview(chunk)[begin:limit])
