@@ -5,6 +5,7 @@
 * the GPU model (``environment.gpu``) against rules/data/gpus.yaml -> ``s.pre_ampere_gpu``, and
   bf16 enabled on such a GPU (a known incompatible combination)
 * more than one node (environment or node names seen in the logs) -> ``s.multi_node_job``
+* a nightly, dev / rc release or source build among the versions -> ``s.prerelease_version``
 
 It also fills the :class:`~rules.model.JobContext` (nodes, world size, GPU, versions).
 """
@@ -66,6 +67,18 @@ def _versions(environment: dict[str, Any], collector: Collector, extraction: Ext
                           rule="env.nccl_version_differs", fields={"versions": dict(sorted(nccl.items())[:64])})
 
 
+def _prerelease(versions: dict[str, str], collector: Collector, settings: Settings) -> None:
+    """A nightly, dev / rc release or source build among the stated versions -> ``s.prerelease_version``."""
+    pattern = settings.environment["prerelease_pattern"]
+    libraries = set(settings.environment["prerelease_libraries"])
+    found = {name: value for name, value in sorted(versions.items())
+             if name.lower() in libraries and _matches([pattern], value)}
+    if found:
+        detail = ", ".join(f"{name} {value}" for name, value in found.items())
+        collector.observe("s.prerelease_version", source="environment", text=f"pre-release build: {detail}",
+                          rule="env.prerelease_version", fields={"versions": found})
+
+
 def _gpu(environment: dict[str, Any], collector: Collector, settings: Settings, extraction: Extraction) -> None:
     gpu = environment.get("gpu")
     if not isinstance(gpu, str) or not gpu.strip():
@@ -104,6 +117,7 @@ def check(environment: Any, collector: Collector, settings: Settings, extraction
         nodes = max(collector.node_counts)  # NCCL printed nNodes
     extraction.context.nodes = nodes if nodes is not None else (len(real_nodes) or None)
     _versions(env, collector, extraction)
+    _prerelease(extraction.context.versions, collector, settings)
     _gpu(env, collector, settings, extraction)
     node_count = extraction.context.nodes
     if node_count is not None:

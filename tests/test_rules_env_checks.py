@@ -44,3 +44,21 @@ def test_multi_node_from_environment_or_logs() -> None:
     seen = run(lines("node1: [rank0]: RuntimeError: CUDA error: an illegal memory access was encountered",
                      "node2: [rank8]: step 5 | loss=2.1"))
     assert "s.multi_node_job" in seen.symptoms and seen.context.nodes == 2
+
+
+@pytest.mark.parametrize(("versions", "prerelease"), [
+    ({"torch": "2.1.0.dev20230801+cu121"}, True), ({"transformers": "4.29.0-dev"}, True),
+    ({"transformers": "4.31.0.dev0"}, True), ({"deepspeed": "0.14.1+c9d7b5f"}, True), ({"torch": "2.0 (nightly)"}, True),
+    ({"accelerate": "1.0.0rc1"}, True), ({"torch": "2.3.0+cu121"}, False), ({"deepspeed": "0.14.2", "nccl": "2.20.5"}, False),
+    ({"driver": "535.104.05", "cuda": "12.1"}, False), ({"torch": "2.4.0+rocm6.1"}, False),
+])
+def test_a_pre_release_build_among_the_versions(versions: dict[str, str], prerelease: bool) -> None:
+    x = run(environment={"versions": versions})
+    assert ("s.prerelease_version" in x.symptoms) is prerelease
+    assert "s.prerelease_version" not in x.absent  # a release is no evidence against a library defect
+
+
+def test_an_application_installed_from_its_repository_is_no_pre_release_of_the_stack() -> None:
+    x = run(environment={"versions": {"llamafactory": "0.9.1.dev0", "vllm": "0.6.3.post2.dev172+gd087bf86",
+                                      "torch": "2.5.0+cu124"}})
+    assert "s.prerelease_version" not in x.symptoms
