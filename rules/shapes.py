@@ -60,8 +60,10 @@ def _blind(items: list[tuple[Any, Any]]) -> bool:
     return True
 
 
-def _in_class(items: list[tuple[Any, Any]], code: int) -> bool:
-    """Is the character ``code`` in the class ``[...]`` given by its parsed items?"""
+def _in_class(items: list[tuple[Any, Any]], code: int, categories: dict[Any, bool] = _DIGIT_IN,
+              otherwise: bool = False) -> bool:
+    """Is the character ``code`` in the class ``[...]`` given by its parsed items? ``categories`` says
+    which categories (``\\d``, ``\\s``, ...) hold it; ``otherwise`` answers for any other category or item."""
     negate = False
     found = False
     for op, av in items:
@@ -72,7 +74,9 @@ def _in_class(items: list[tuple[Any, Any]], code: int) -> bool:
         elif op is sre.RANGE:
             found = found or av[0] <= code <= av[1]
         elif op is sre.CATEGORY:
-            found = found or _DIGIT_IN.get(av, False)
+            found = found or categories.get(av, otherwise)
+        else:
+            found = found or otherwise
     return found != negate
 
 
@@ -103,7 +107,7 @@ def _no_newline(items: list[tuple[Any, Any]]) -> bool:
             if av != _NEWLINE:
                 return False
         elif op is sre.IN:
-            if _in_class_by(av, _NEWLINE, _NEWLINE_IN):
+            if _in_class(av, _NEWLINE, _NEWLINE_IN, otherwise=True):
                 return False
         elif op is sre.SUBPATTERN:
             if av[1] & sre.SRE_FLAG_DOTALL or not _no_newline(list(av[3])):
@@ -122,21 +126,3 @@ def _no_newline(items: list[tuple[Any, Any]]) -> bool:
         elif op not in (sre.AT,):
             return False  # look-arounds, back-references, conditionals: not told
     return True
-
-
-def _in_class_by(items: list[tuple[Any, Any]], code: int, categories: dict[Any, bool]) -> bool:
-    """Is the character ``code`` in the class ``[...]`` given by its parsed items (categories per table)?"""
-    negate = False
-    found = False
-    for op, av in items:
-        if op is sre.NEGATE:
-            negate = True
-        elif op is sre.LITERAL:
-            found = found or av == code
-        elif op is sre.RANGE:
-            found = found or av[0] <= code <= av[1]
-        elif op is sre.CATEGORY:
-            found = found or categories.get(av, True)
-        else:
-            return True  # unknown item: assume it may hold the character
-    return found != negate
