@@ -449,7 +449,7 @@ class _Reader:
         digit-blind and their matches lie inside a line) each hit line is either traceback structure of a
         rank that already erred, or lines of rules confirmed often whose every symptom has an event on the
         line's rank. The counts, the skipped lines and the streams whose open traceback is forgotten are
-        then what the line-by-line read gives (tests/test_rules_error_dense.py compares both).
+        then what the line-by-line read gives (tests/test_rules_fold.py compares both).
         """
         region = chunk[begin:end]
         if not region.endswith(b"\n"):
