@@ -140,12 +140,19 @@ class _Plan:
         self.blind = [digit_blind(relax_bounds(r.pattern)) and not anchored
                       for r, anchored in zip(matcher.rules, matcher.anchored, strict=True)]
         self.rank_spans: dict[tuple[int, bytes], tuple[int, int] | None] = {}  # (rule, line shape) -> rank span
-        # rules whose hits on a line may differ from their hits on the line's digit-blind shape (a digit
-        # matters, or Python cannot tell): a region where one hits is never folded (_Reader._fold)
-        expressions = [hyperscan_expression(r.pattern).decode("utf-8") for r in matcher.rules]
-        self.risky = [not (digit_blind(e) and newline_free(e)) for e in expressions]
+        self._risky: list[bool] | None = None
         self._risky_matcher: LineMatcher | object | None = _UNSEEN
         self.shape_hits: dict[bytes, _HitSet | None] = {}  # digit-blind line shape -> its hit set (None: no hit)
+
+    @property
+    def risky(self) -> list[bool]:
+        """Per rule: may its hits on a line differ from its hits on the line's digit-blind shape (a digit
+        matters, or Python cannot tell)? A region where one hits is never folded (``_Reader._fold``).
+        Worked out on first use (~60 ms of regex parsing), so only logs long enough to fold pay for it."""
+        if self._risky is None:
+            expressions = [hyperscan_expression(r.pattern).decode("utf-8") for r in self.matcher.rules]
+            self._risky = [not (digit_blind(e) and newline_free(e)) for e in expressions]
+        return self._risky
 
     @property
     def risky_matcher(self) -> LineMatcher | None:

@@ -20,7 +20,7 @@ import hashlib
 import os
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -293,11 +293,7 @@ class LineMatcher:
         def on_match(index: int, start: int, end: int, flags: int, context: object) -> None:
             append((end, index))
 
-        with self._lock:
-            if self.scratch is not None:
-                self.db.scan(data, match_event_handler=on_match, scratch=self.scratch)
-            else:
-                self.db.scan(data, match_event_handler=on_match)
+        self._scan(data, on_match)
         return hits
 
     def hits_any(self, data: bytes | memoryview) -> bool:
@@ -309,14 +305,18 @@ class LineMatcher:
             return True  # stop scanning
 
         try:
-            with self._lock:
-                if self.scratch is not None:
-                    self.db.scan(data, match_event_handler=on_match, scratch=self.scratch)
-                else:
-                    self.db.scan(data, match_event_handler=on_match)
+            self._scan(data, on_match)
         except hyperscan.ScanTerminated:
             return True
         return False
+
+    def _scan(self, data: bytes | memoryview, on_match: Callable[..., bool | None]) -> None:
+        """One Hyperscan scan of ``data`` with this database's scratch space (one scan at a time)."""
+        with self._lock:
+            if self.scratch is not None:
+                self.db.scan(data, match_event_handler=on_match, scratch=self.scratch)
+            else:
+                self.db.scan(data, match_event_handler=on_match)
 
     def confirm(self, index: int, line: bytes | str, message_start: int = 0) -> RuleMatch | None:
         """Run RE2 for rule ``index`` on one line; ``None`` if it does not really match."""
