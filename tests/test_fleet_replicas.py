@@ -23,6 +23,9 @@ from tests.test_api_support import EVIDENCE
 
 pytestmark = pytest.mark.slow
 WRITERS, PER_WRITER, REPLICAS, KILLED = 8, 24, 3, 2
+# a replica killed mid-answer can break the socket (OSError) or cut the answer after its headers
+# (http.client.IncompleteRead, an HTTPException): either way the request went unanswered
+CONNECTION_LOST = (OSError, http.client.HTTPException)
 
 
 def _start(home, port: int, url: str) -> subprocess.Popen:
@@ -67,7 +70,7 @@ def _wait_ready(port: int, proc: subprocess.Popen, seconds: float = 600.0, in_a_
             pytest.fail(f"replica on port {port} exited while warming up")
         try:
             streak = streak + 1 if _request(port, "GET", "/readyz")[0] == 200 else 0
-        except OSError:
+        except CONNECTION_LOST:
             streak = 0
         if streak >= in_a_row:
             return
@@ -108,7 +111,7 @@ def _post_to_a_replica(ports: list[int], start: int, path: str, body: dict,
             if refused is not None:
                 refused.append(port)  # list.append is atomic: writers share the list without a lock
             continue
-        except OSError as exc:
+        except CONNECTION_LOST as exc:
             raise Unanswered(port) from exc
         assert status == 201, (port, status, answer)
         return port, answer
@@ -206,7 +209,7 @@ def test_incidents_eight_writers_three_replicas_one_killed(pg_cluster, tmp_path,
                     continue
                 try:
                     status, page = _request(port, "GET", f"/v1/incidents?q={marker}")
-                except OSError:
+                except CONNECTION_LOST:
                     continue  # the replica that is being killed
                 if status != 200 or [i["title"] for i in page["items"]] != [f"Fleet write {marker}"]:
                     with lock:
