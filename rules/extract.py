@@ -507,12 +507,8 @@ class _Reader:
         for hit, members in groups.items():
             number = hit.id
             holders = held[number] if 0 <= number < len(held) else None
-            if holders is None and (hit.indexes in ready or _often(self.confirmed, hit.symptoms, self.repeat_after,
-                                                                   ready, hit.indexes)):
-                holders = [collector.ranks_with(r.symptom or "") for r in hit.symptoms]
-                if number >= 0:
-                    held.extend([None] * (number + 1 - len(held)))
-                    held[number] = holders
+            if holders is None:
+                holders = self._hold(hit, held, ready)
             if holders is None:
                 return None
             present = set(map(int, compress(ranks, map(members.__contains__, shapes))))
@@ -604,12 +600,8 @@ class _Reader:
                     else:
                         number = hit.id
                         holders = held[number] if 0 <= number < len(held) else None
-                        if holders is None and (indexes in ready or _often(confirmed, hit.symptoms, repeat_after,
-                                                                           ready, indexes)):
-                            holders = [collector.ranks_with(r.symptom or "") for r in hit.symptoms]
-                            if number >= 0:
-                                held.extend([None] * (number + 1 - len(held)))
-                                held[number] = holders
+                        if holders is None:
+                            holders = self._hold(hit, held, ready)
                         if holders is not None:
                             for ranks in holders:
                                 if rank not in ranks:
@@ -673,6 +665,18 @@ class _Reader:
                 quiet.discard(touched[1])  # its stream may hold an open traceback again
         self._flush(src, plan, tally, skipped)
         return lineno + chunk.count(b"\n", counted, limit), None
+
+    def _hold(self, hit: _HitSet, held: list[list[set[int]] | None], ready: set[tuple[int, ...]]) -> list[set[int]] | None:
+        """The rank sets of ``hit``'s symptoms' events once its rules were all confirmed often (then kept in
+        ``held`` by the hit set's id, so later lines find them by index), else ``None``."""
+        if not (hit.indexes in ready or _often(self.confirmed, hit.symptoms, self.repeat_after, ready, hit.indexes)):
+            return None
+        holders = [self.collector.ranks_with(r.symptom or "") for r in hit.symptoms]
+        number = hit.id
+        if number >= 0:
+            held.extend([None] * (number + 1 - len(held)))
+            held[number] = holders
+        return holders
 
     def _flush(self, src: SourceState, plan: _Plan, tally: dict[_HitSet, int], skipped: int) -> None:
         """Add the lines one call of :meth:`_chunk` only counted (nothing reads the counts meanwhile)."""
