@@ -41,6 +41,20 @@ def test_a_real_negation_still_denies(text: str) -> None:
     assert "s.loss_nan" not in seen and "s.loss_nan" in absent
 
 
+@pytest.mark.parametrize("text", [
+    "to avoid OOM we turned on CPU offload and now the run hangs at the first all_reduce",
+    "为了防止 OOM 开了 offload，结果每一步都特别慢",
+])
+def test_a_symptom_named_as_the_motive_of_a_change_is_not_observed(text: str) -> None:
+    seen, absent = _seen(text)
+    assert "s.cuda_oom" not in seen and "s.cuda_oom" in absent
+
+
+def test_a_motive_does_not_hide_the_same_symptom_stated_later() -> None:
+    seen, _ = _seen("I enabled gradient checkpointing to avoid OOM, but it still runs out of memory at step 3")
+    assert "s.cuda_oom" in seen
+
+
 def test_an_aside_that_denies_another_noun_negates_nothing() -> None:
     seen, absent = _seen("加载模型的时候主机内存（不是显存）被吃满，CPU内存超出，进程被杀")
     assert "s.host_ram_high" in seen and "s.host_ram_high" not in absent
