@@ -31,8 +31,9 @@ MAX_DESCRIPTION_CHARS = 1_000_000
 _HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff]")
 
 
-def _negated(line: str, start: int, cfg: dict[str, Any]) -> bool:
-    """Is the match at ``start`` preceded, in its clause and within a few characters, by a negation?
+def _negated(line: str, start: int, cfg: dict[str, Any], lists: tuple[str, ...] = ("negations", "motives")) -> bool:
+    """Is the match at ``start`` preceded, in its clause and within a few characters, by a negation
+    (or, for a symptom, a motive: "to avoid OOM")? ``lists`` names the word lists of ``cfg`` to use.
 
     The negation words are those of the text's language, not the rule's: an English term such as
     "OOM" inside a Chinese sentence (现在不 OOM 了) is negated by 不.
@@ -41,10 +42,11 @@ def _negated(line: str, start: int, cfg: dict[str, Any]) -> bool:
     before = _without_pseudo_negations(line[max(0, start - window * 4):start], cfg)
     parts = re.split(cfg["clause_breaks"], before)
     clause = parts[-1][-window:] if parts else ""
-    if _HAN.search(clause) and any(word in clause for word in cfg["negations"].get("zh", [])):
+    chosen = [cfg.get(name) or {} for name in lists]
+    if _HAN.search(clause) and any(word in clause for words in chosen for word in words.get("zh", [])):
         return True
-    words = re.findall(r"[a-z']+", clause.lower())
-    return any(word in words for word in cfg["negations"].get("en", []))
+    found = re.findall(r"[a-z']+", clause.lower())
+    return any(word in found for words in chosen for word in words.get("en", []))
 
 
 @functools.lru_cache(maxsize=8)
@@ -66,10 +68,10 @@ def asserted(line: str, m: Any, cfg: dict[str, Any]) -> bool | None:
     help") spans the experiment and its result, so a negation inside the span denies it too, and a span
     that runs across "but" (".. hangs with nccl but works with gloo") joins two statements and says neither.
     """
-    if _negated(line, m.start, cfg):
-        return False
     if not m.rule.observation:
-        return True
+        return not _negated(line, m.start, cfg)
+    if _negated(line, m.start, cfg, ("negations",)):
+        return False
     span = line[m.start:m.end]
     if re.search(cfg["outcome_span_breaks"], span, re.IGNORECASE):
         return None

@@ -44,7 +44,7 @@ _SHAPES: dict[str, dict[str, Any]] = {
         "symptom_phases": dict, "derived_only": list, "multi_node_only": list,
         "phrases": {"reliability": NUMBER, "pasted_reliability": NUMBER, "negated_reliability": NUMBER,
                     "outcome_reliability": NUMBER, "outcome_span_negations": dict, "outcome_span_breaks": str,
-                    "negation_window_chars": int, "negations": dict, "pseudo_negations": list,
+                    "negation_window_chars": int, "negations": dict, "motives": dict, "pseudo_negations": list,
                     "clause_breaks": str},
         "scope": {"min_known_ranks_for_global": int, "global_by_nature": list, "anomalies": list,
                   "between_peers": list},

@@ -55,6 +55,11 @@ def test_a_motive_does_not_hide_the_same_symptom_stated_later() -> None:
     assert "s.cuda_oom" in seen
 
 
+def test_a_motive_does_not_deny_an_experiment_the_reporter_ran() -> None:
+    x = extract({"description": "to avoid it, disabling p2p works"})
+    assert [(o.experiment, o.outcome, o.happened) for o in x.outcomes] == [("x.nccl_p2p_disable", "issue_gone", True)]
+
+
 def test_an_aside_that_denies_another_noun_negates_nothing() -> None:
     seen, absent = _seen("加载模型的时候主机内存（不是显存）被吃满，CPU内存超出，进程被杀")
     assert "s.host_ram_high" in seen and "s.host_ram_high" not in absent
