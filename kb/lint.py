@@ -264,8 +264,10 @@ def read_rule_symptoms(rules_dir: Path) -> tuple[list[RuleRef], list[Problem]]:
                                 "warning") for p in parse_problems if data is None)
         rules = data.get("rules") if isinstance(data, LineDict) else None
         prefix = ""
-        if rules is None and isinstance(data, LineDict):  # the vocabulary of identifiers (rules/identifiers.py)
+        if rules is None and isinstance(data, LineDict) and "identifiers" in data:  # rules/identifiers.py
             rules, prefix = data.get("identifiers"), "ident."
+        if rules is None and isinstance(data, LineDict):  # the lexicon's compositions (rules/lexicon.py)
+            rules = data.get("compositions")
         if not isinstance(rules, LineList):
             continue
         for index, rule in enumerate(rules):

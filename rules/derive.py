@@ -380,6 +380,14 @@ def _steps_before(event: Event, collector: Collector) -> tuple[int, bool]:
     return steps, steps > 0
 
 
+def _counted_in_prose(event: Event, collector: Collector) -> bool:
+    """Is the event a machine fragment pasted into a description, with no step number printed?"""
+    if event.max_step is not None or event.source_max_step is not None:
+        return False
+    source = next((s for s in collector.sources if s.index == event.source_index), None)
+    return source is not None and source.hint.kind == "description"
+
+
 def _phase(first: Event, collector: Collector, cfg: dict[str, Any]) -> str:
     stages = frame_stages(first.frames, cfg)
     for stage, phase in (("checkpoint", "checkpoint"), ("eval", "eval"), ("optimizer_init", "launch"),
@@ -395,6 +403,8 @@ def _phase(first: Event, collector: Collector, cfg: dict[str, Any]) -> str:
         return marker_phase
     steps, progressed = _steps_before(first, collector)
     limits = cfg["phase"]
+    if _counted_in_prose(first, collector):
+        return "unknown"  # "only rank 37 shows loss=nan": a fragment quoted in words says nothing of when
     if progressed:
         return "first-step" if steps <= limits["first_step_max_steps"] else "steady"
     if first.train_started or (first.init_seen and any(s in stages for s in ("forward", "backward", "optimizer_step"))):

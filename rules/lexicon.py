@@ -22,11 +22,11 @@ from typing import Any
 
 from dsdoctor.kb.errors import KnowledgeError, Problem
 from dsdoctor.kb.yamlload import display_path, line_of, load_file
-from dsdoctor.rules.ids import RULE_ID, SYMPTOM_ID
+from dsdoctor.rules.ids import OBSERVATION_KEY, RULE_ID, SYMPTOM_ID
 
 LEXICON_FILE = Path(__file__).resolve().parent / "data" / "lexicon.yaml"
 MAX_HITS = 8  # hits per concept and span considered when pairing (bounds the search)
-_COMPOSITION_KEYS = {"id", "title", "symptom", "all", "none", "window", "order", "span", "reliability", "present",
+_COMPOSITION_KEYS = {"id", "title", "symptom", "observation", "all", "none", "window", "order", "span", "reliability", "present",
                      "negatable", "examples"}
 
 _GROUP = re.compile(r"\(\?P<[a-z_][a-z0-9_]*>")
@@ -53,7 +53,8 @@ class Concept:
 class Composition:
     id: str
     title: str
-    symptom: str
+    symptom: str | None  # what the words show, or ...
+    observation: str | None  # ... an experiment the person already ran: "x.EXPERIMENT=OUTCOME"
     concepts: tuple[str, ...]
     excluded: tuple[str, ...]  # concepts whose presence in the span stops the composition
     window: int
@@ -99,8 +100,13 @@ class Lexicon:
             spans.append((start, len(line)))
         return spans
 
-    def compose(self, line: str, cfg: dict[str, Any], negated: Negated) -> Iterator[Hit]:
-        """Every composition that holds in ``line``: the tightest hit per composition, negated or not."""
+    def compose(self, line: str, cfg: dict[str, Any], negated: Negated,
+                negated_outcome: Negated | None = None) -> Iterator[Hit]:
+        """Every composition that holds in ``line``: the tightest hit per composition, negated or not.
+
+        ``negated_outcome`` is the negation test of the compositions that report an experiment's
+        outcome (a motive word, "to avoid the hang", denies a symptom but not what an experiment did).
+        """
         clause_breaks = re.compile(cfg["clause_breaks"], re.IGNORECASE)
         spans = {"clause": self._spans(line, clause_breaks), "sentence": self._spans(line, self.sentence_breaks)}
         found_in_line = {cid: concept.hits(line) for cid, concept in self.concepts.items()}
@@ -121,7 +127,8 @@ class Lexicon:
                 found = _tightest(comp, [within(c, start, end) for c in comp.concepts])
                 if found is None:
                     continue
-                no = _is_negated(comp, line, found[0], found[2], cfg, negated)
+                test = negated_outcome if comp.observation and negated_outcome else negated
+                no = _is_negated(comp, line, found[0], found[2], cfg, test)
                 if no not in best or found[1] - found[0] < best[no][1] - best[no][0]:
                     best[no] = found
             if not best:
@@ -213,7 +220,8 @@ def _load(path: Path) -> tuple[Lexicon | None, list[Problem]]:
         seen.add(entry["id"])
         examples = entry["examples"]
         compositions.append(Composition(
-            id=entry["id"], title=entry["title"], symptom=entry["symptom"], concepts=tuple(entry["all"]),
+            id=entry["id"], title=entry["title"], symptom=entry.get("symptom"),
+            observation=entry.get("observation"), concepts=tuple(entry["all"]),
             excluded=tuple(entry.get("none") or ()),
             window=int(entry["window"]), ordered=entry.get("order", "any") == "listed",
             span=entry.get("span", "clause"), reliability=float(entry["reliability"]),
@@ -232,14 +240,20 @@ def _check_composition(entry: Any, concepts: dict[str, Concept], seen: set[str])
     if not isinstance(entry, dict):
         return ["a composition is a mapping starting with 'id:'"]
     issues = [f"unknown key {k!r}" for k in sorted(set(entry) - _COMPOSITION_KEYS)]
-    issues += [f"'{k}' is missing" for k in ("id", "title", "symptom", "all", "window", "reliability", "examples")
+    issues += [f"'{k}' is missing" for k in ("id", "title", "all", "window", "reliability", "examples")
                if k not in entry]
+    if ("symptom" in entry) == ("observation" in entry):
+        issues.append("a composition names one 'symptom' (s.ID) or one 'observation' (x.EXPERIMENT=OUTCOME)")
     if issues:
         return issues
     if not re.match(RULE_ID, str(entry["id"])) or entry["id"] in seen:
         issues.append(f"id {entry['id']!r} must look like 'lexicon.loss_nan' and be unique")
-    if not re.match(SYMPTOM_ID, str(entry["symptom"])):
+    if "symptom" in entry and not re.match(SYMPTOM_ID, str(entry["symptom"])):
         issues.append(f"symptom {entry['symptom']!r} must look like 's.loss_nan'")
+    if "observation" in entry and not re.match(OBSERVATION_KEY, str(entry["observation"])):
+        issues.append(f"observation {entry['observation']!r} must look like 'x.nccl_p2p_disable=issue_gone'")
+    if "observation" in entry and entry.get("present", True) is False:
+        issues.append("'present: false' is for symptoms; an outcome that did not happen is a negated one")
     issues += [f"unknown concept {c!r}" for c in [*entry["all"], *(entry.get("none") or [])] if c not in concepts]
     if entry.get("order", "any") not in ("any", "listed") or entry.get("span", "clause") not in ("clause", "sentence"):
         issues.append("order is 'any' or 'listed'; span is 'clause' or 'sentence'")
@@ -260,14 +274,23 @@ def load_lexicon(path: Path = LEXICON_FILE) -> Lexicon:
     return lexicon
 
 
+Outcome = Callable[[Composition, bool, str, int], None]
+
+
 def compose_description(text: str, cfg: dict[str, Any], negated: Negated, collector: Any, source: str,
-                        said_no: set[str], seen: set[str]) -> None:
-    """Observe every composed symptom of ``text`` (negated ones go to ``said_no``), line by line."""
+                        said_no: set[str], seen: set[str], negated_outcome: Negated | None = None,
+                        on_outcome: Outcome | None = None) -> None:
+    """Observe every composed symptom of ``text`` (negated ones go to ``said_no``), line by line; an
+    experiment's outcome goes to ``on_outcome(composition, happened, line, lineno)``."""
     lexicon = load_lexicon()
     for lineno, line in enumerate(text[:lexicon.max_chars].splitlines(), 1):
         if len(line) > lexicon.max_line_chars:
             continue  # a pasted blob, not a sentence
-        for hit in lexicon.compose(line, cfg, negated):
+        for hit in lexicon.compose(line, cfg, negated, negated_outcome):
+            if hit.composition.observation:
+                if on_outcome is not None:
+                    on_outcome(hit.composition, not hit.negated, line, lineno)
+                continue
             sid = hit.composition.symptom
             if not hit.composition.present:
                 if not hit.negated:

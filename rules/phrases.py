@@ -49,6 +49,11 @@ def _negated(line: str, start: int, cfg: dict[str, Any], lists: tuple[str, ...] 
     return any(word in found for words in chosen for word in words.get("en", []))
 
 
+def _negated_outcome(line: str, start: int, cfg: dict[str, Any]) -> bool:
+    """The negation test of an experiment's outcome: negations only, no motive words."""
+    return _negated(line, start, cfg, ("negations",))
+
+
 @functools.lru_cache(maxsize=8)
 def _pseudo(patterns: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE)
@@ -117,7 +122,11 @@ def read_description(description: Any, rules: RuleSet, collector: Collector, set
             seen.add(sid)
             collector.observe(sid, source=source, text=line.strip(), rule=m.rule.id, reliability=reliability,
                               fields=dict(m.groups), lineno=lineno)
-    compose_description(description[:MAX_DESCRIPTION_CHARS], cfg, _negated, collector, source, said_no, seen)
+    def composed_outcome(comp: Any, happened: bool, line: str, lineno: int) -> None:
+        _record_outcome(outcomes, comp, happened, line, lineno, source, cfg)
+
+    compose_description(description[:MAX_DESCRIPTION_CHARS], cfg, _negated, collector, source, said_no, seen,
+                        negated_outcome=_negated_outcome, on_outcome=composed_outcome)
     _read_versions(description[:MAX_DESCRIPTION_CHARS], outcomes, source, cfg)
     for sid in said_no - seen - extraction.absent:
         extraction.absent.add(sid)  # a "no" read from words is soft: the parse may be wrong

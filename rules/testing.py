@@ -17,7 +17,7 @@ from typing import Any
 from dsdoctor.rules.context import parse_prefix
 from dsdoctor.rules.lexicon import Composition, Lexicon, load_lexicon
 from dsdoctor.rules.matcher import LineMatcher, cached_matcher
-from dsdoctor.rules.phrases import _negated, asserted
+from dsdoctor.rules.phrases import _negated, _negated_outcome, asserted
 from dsdoctor.rules.ruleset import Rule, RuleSet
 from dsdoctor.rules.settings import Settings, load_settings
 from dsdoctor.rules.units import convert, parse_float
@@ -96,7 +96,8 @@ class ExampleRunner:
         """Does the lexicon composition hold in ``line``, not negated, as a description is read?"""
         cfg = self.settings.derive["phrases"]
         lexicon = self.lexicon or load_lexicon()
-        return any(hit.composition.id == comp.id and not hit.negated for hit in lexicon.compose(line, cfg, _negated))
+        return any(hit.composition.id == comp.id and not hit.negated
+                   for hit in lexicon.compose(line, cfg, _negated, _negated_outcome))
 
     def run_composition(self, comp: Composition) -> list[ExampleResult]:
         out = [ExampleResult(comp.id, "match", line, ok, "" if ok else "does not compose", comp.where)

@@ -154,6 +154,16 @@ def test_rules_cross_check(tmp_path):
     assert run(FIXTURE / "data", rules_dir=None) == []
 
 
+def test_a_lexicon_composition_reporting_an_unknown_outcome_is_a_problem(tmp_path):
+    rules = tmp_path / "rules"
+    shutil.copytree(FIXTURE / "rules", rules)
+    (rules / "lexicon.yaml").write_text(
+        "compositions:\n  - id: lexicon.swap\n    observation: x.swap_gpu=gone\n    all: [a]\n", encoding="utf-8")
+    found = run(FIXTURE / "data", rules_dir=rules)
+    problem = only(found, "rule 'lexicon.swap' reports experiment 'x.swap_gpu'")
+    assert problem.file.endswith("lexicon.yaml") and problem.line == 3
+
+
 def test_problems_are_sorted_and_errors_come_first_on_a_line(kbdir):
     edit(kbdir / "causes.yaml", "m.fp16_grad_overflow: 0.95", "m.unknown: 0.95")
     found = run(kbdir)

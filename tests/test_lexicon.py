@@ -29,9 +29,12 @@ def test_rules_test_runs_one_composition_by_id():
     assert results and {r.rule for r in results} == {"lexicon.loss_nan"}
 
 
-def test_composed_symptoms_are_knowledge_base_symptoms():
-    known = set(load_kb().symptoms)
-    assert {c.symptom for c in load_lexicon().compositions} <= known
+def test_composed_symptoms_and_outcomes_are_in_the_knowledge_base():
+    kb = load_kb()
+    compositions = load_lexicon().compositions
+    assert {c.symptom for c in compositions if c.symptom} <= set(kb.symptoms)
+    observed = [c.observation.split("=") for c in compositions if c.observation]
+    assert observed and all(o in {x.id for x in kb.experiments[e].outcomes} for e, o in observed)
 
 
 @pytest.mark.parametrize(("text", "symptom"), [
@@ -195,3 +198,54 @@ def test_near_misses_of_the_batch5_families_stay_silent(text: str, symptom: str)
 def test_a_frequency_word_with_a_negation_character_is_no_negation():
     x = extract({"description": "训练时不时会卡住"})
     assert "s.hang" in x.symptoms and "s.hang" not in x.absent
+
+
+def _outcomes(text: str) -> dict[str, bool]:
+    return {f"{o.experiment}={o.outcome}": o.happened for o in extract({"description": text}).outcomes}
+
+
+@pytest.mark.parametrize(("text", "outcome"), [
+    ("we pulled the flaky node out of the hostfile and it has been running fine since", "x.swap_suspect_gpu=issue_follows_gpu"),
+    ("把坏的那张卡换掉之后就没有再出现 nan 了", "x.swap_suspect_gpu=issue_follows_gpu"),
+    ("swapped the card already, the same error comes back", "x.swap_suspect_gpu=issue_stays"),
+    ("dropping the empty conversations from the dataset fixed it", "x.scan_failing_rank_data=bad_sample_found"),
+])
+def test_an_experiment_told_in_words_composes_into_its_outcome(text: str, outcome: str):
+    assert _outcomes(text).get(outcome) is True, _outcomes(text)
+
+
+def test_a_denied_outcome_composition_says_the_outcome_did_not_happen():
+    said = _outcomes("replacing the suspect GPU didn't fix it")
+    assert said == {"x.swap_suspect_gpu=issue_follows_gpu": False}
+
+
+def test_a_motive_word_denies_a_symptom_but_not_a_composed_outcome():
+    said = _outcomes("to avoid the NaN we swapped out the node, and that worked")
+    assert said.get("x.swap_suspect_gpu=issue_follows_gpu") is True
+
+
+def test_the_classic_one_rank_nan_with_the_machine_swapped_ranks_the_gpu_first():
+    from dsdoctor import diagnose
+    only = "只有 rank 37 出现 loss=nan 和 grad_norm=inf，其他 rank 都正常"
+    before = diagnose({"description": only}, history=False).data["causes"]
+    after = diagnose({"description": only + "，换掉那台机器就好了"}, history=False).data["causes"]
+    assert {c["id"] for c in before[:2]} == {"hardware.silent_data_corruption", "data.corrupt_sample"}
+    assert after[0]["id"] == "hardware.silent_data_corruption"
+    prob = {c["id"]: c["probability"] for c in after}
+    assert prob["hardware.silent_data_corruption"] > {c["id"]: c["probability"] for c in before}[
+        "hardware.silent_data_corruption"]
+
+
+def test_a_composition_names_a_symptom_or_an_observation(tmp_path: Path):
+    bad = tmp_path / "lexicon.yaml"
+    entry = ("  - id: lexicon.{name}\n    title: t\n{target}    all: [loss]\n    window: 10\n    reliability: 0.7\n"
+             "    examples: {{match: ['loss'], no_match: ['x']}}\n")
+    bad.write_text(
+        "sentence_breaks: '[.\\n]'\nconcepts:\n  loss:\n    en: ['loss']\ncompositions:\n"
+        + entry.format(name="both", target="    symptom: s.loss_nan\n    observation: x.a=b\n")
+        + entry.format(name="neither", target="")
+        + entry.format(name="shape", target="    observation: x.a\n"), encoding="utf-8")
+    _, problems = _load(bad)
+    text = "\n".join(str(p) for p in problems)
+    assert text.count("one 'symptom' (s.ID) or one 'observation'") == 2
+    assert "must look like 'x.nccl_p2p_disable=issue_gone'" in text

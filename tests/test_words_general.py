@@ -138,3 +138,12 @@ def test_a_progressive_slowdown_reaches_throttled_clocks() -> None:
     assert "s.slowdown_over_time" in x.symptoms
     top = [c["id"] for c in diagnose({"description": said})["causes"][:3]]
     assert "hardware.thermal_power_throttle" in top
+
+
+def test_a_machine_fragment_quoted_in_words_does_not_say_when_it_failed() -> None:
+    quoted = extract({"description": "rank 5 alone reports loss=nan grad_norm=inf, the others look healthy"})
+    assert quoted.phase == "unknown" and "s.phase_first_step" not in quoted.symptoms
+    numbered = extract({"description": "step 1: loss=nan grad_norm=inf on every rank"})
+    assert numbered.phase == "first-step"
+    logged = extract({"logs": [{"source": "rank5", "text": "loss=nan grad_norm=inf\n"}]})
+    assert logged.phase == "first-step"
