@@ -121,13 +121,13 @@ class Lexicon:
             # the tightest hit per polarity: a "yes" in one span of the line wins over a "no" in another
             # ("I thought it never went above 90 C; it actually reached 98 C")
             best: dict[bool, tuple[int, int, list[tuple[int, int, dict[str, str]]]]] = {}
+            test = negated_outcome if comp.observation and negated_outcome else negated
             for start, end in spans[comp.span]:
                 if any(within(c, start, end) for c in comp.excluded):
                     continue
                 found = _tightest(comp, [within(c, start, end) for c in comp.concepts])
                 if found is None:
                     continue
-                test = negated_outcome if comp.observation and negated_outcome else negated
                 no = _is_negated(comp, line, found[0], found[2], cfg, test)
                 if no not in best or found[1] - found[0] < best[no][1] - best[no][0]:
                     best[no] = found

@@ -75,7 +75,7 @@ def asserted(line: str, m: Any, cfg: dict[str, Any]) -> bool | None:
     """
     if not m.rule.observation:
         return not _negated(line, m.start, cfg)
-    if _negated(line, m.start, cfg, ("negations",)):
+    if _negated_outcome(line, m.start, cfg):
         return False
     span = line[m.start:m.end]
     if re.search(cfg["outcome_span_breaks"], span, re.IGNORECASE):
