@@ -488,7 +488,8 @@ def _overflow(collector: Collector, cfg: dict[str, Any], extraction: Extraction,
     events = collector.overflows
     if not events:
         return
-    collector.decided |= {"s.fp16_overflow_repeated", "s.fp16_overflow_early_only", "s.loss_scale_falling"}
+    collector.decided |= {"s.fp16_overflow_repeated", "s.fp16_overflow_early_only", "s.fp16_overflow_periodic",
+                          "s.loss_scale_falling"}
     limits = cfg["overflow"]
     min_scale = limits["low_scale"]
     config = evidence.get("config") if isinstance(evidence.get("config"), dict) else {}
@@ -496,12 +497,14 @@ def _overflow(collector: Collector, cfg: dict[str, Any], extraction: Extraction,
     configured_min = parse_float(fp16.get("min_loss_scale")) if fp16 else None
     if configured_min is not None and configured_min > 0:
         min_scale = max(min_scale, configured_min)
-    late = 0
+    late = probes = 0
     previous_new: float | None = None
     lowest: float | None = None
     for e in events:
         recovered = (previous_new is not None and e.attempted is not None and e.attempted > previous_new)
-        if e.step_hint > limits["warmup_steps"] or recovered:
+        if recovered and e.new is not None and previous_new is not None and e.new >= previous_new:
+            probes += 1  # the scale grew after a clean window, overflowed, and went back: the scaler probing
+        elif e.step_hint > limits["warmup_steps"] or recovered:
             late += 1
         if e.new is not None:
             previous_new = e.new
@@ -509,12 +512,17 @@ def _overflow(collector: Collector, cfg: dict[str, Any], extraction: Extraction,
     # the scaler saying it is at its floor ("already at minimum") ends any warm-up reading of the chain
     at_minimum = (lowest is not None and lowest <= min_scale) or "s.loss_scale_at_minimum" in collector.symptoms
     count = collector.overflow_count
-    fields = {"overflows": count, "late_overflows": late, "lowest_scale": lowest}
+    fields = {"overflows": count, "late_overflows": late, "probe_overflows": probes, "lowest_scale": lowest}
     ranks = sorted({e.rank for e in events if e.rank is not None})
     if late >= limits["late_min"] or at_minimum:
         _derived(collector, "s.fp16_overflow_repeated", [], f"{count} fp16 overflow(s), {late} after warm-up; "
                  f"lowest loss scale {lowest}", fields)
         extraction.absent.add("s.fp16_overflow_early_only")
+    elif probes >= limits["probe_min"]:
+        _derived(collector, "s.fp16_overflow_periodic", [], f"{count} fp16 overflow(s); {probes} after the scale grew "
+                 f"back, each returning to the level before (the scaler probing upward); lowest loss scale {lowest}",
+                 fields)
+        extraction.absent.add("s.fp16_overflow_repeated")
     elif _went_on(events, collector):
         _derived(collector, "s.fp16_overflow_early_only", [], f"{count} fp16 overflow(s) during loss-scale warm-up "
                  f"only; lowest loss scale {lowest}", fields)
@@ -524,7 +532,7 @@ def _overflow(collector: Collector, cfg: dict[str, Any], extraction: Extraction,
         _derived(collector, "s.loss_scale_falling", [], f"loss scale reduced {late} time(s) after warm-up", fields)
     if at_minimum and "s.loss_scale_at_minimum" not in collector.symptoms:
         _derived(collector, "s.loss_scale_at_minimum", [], f"loss scale reached {lowest} (minimum {min_scale})", fields)
-    for sid in ("s.fp16_overflow_repeated", "s.fp16_overflow_early_only"):
+    for sid in ("s.fp16_overflow_repeated", "s.fp16_overflow_early_only", "s.fp16_overflow_periodic"):
         if sid in collector.symptoms:
             collector.symptoms[sid].ranks |= set(ranks)
 

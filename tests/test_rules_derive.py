@@ -321,3 +321,16 @@ def test_untimed_kernel_line_does_not_hide_the_rank_that_died() -> None:
 
 
 ILLEGAL = "RuntimeError: CUDA error: an illegal memory access was encountered"
+
+
+def test_overflows_that_only_undo_a_growth_step_are_the_scaler_probing() -> None:
+    # warm-up to 2**13, then every clean window the scaler tries 2**14, overflows and returns to 2**13
+    chain = [overflow(2 ** p) for p in range(16, 13, -1)]
+    probes = [line for i in range(4) for line in (progress(0, 2000 * (i + 1)), overflow(2 ** 14))]
+    x = run(lines(*chain, *probes, progress(0, 9000)))
+    assert "s.fp16_overflow_periodic" in x.symptoms and "s.fp16_overflow_repeated" in x.absent
+    assert "s.loss_scale_falling" not in x.symptoms
+    # the same growth steps, but the scale then keeps falling below its level: repeated, not probing
+    falling = [overflow(2 ** p) for p in range(13, 6, -1)]
+    y = run(lines(*chain, *probes, progress(0, 9000), *falling, progress(0, 9100)))
+    assert "s.fp16_overflow_repeated" in y.symptoms and "s.fp16_overflow_periodic" not in y.symptoms

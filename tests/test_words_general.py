@@ -147,3 +147,46 @@ def test_a_machine_fragment_quoted_in_words_does_not_say_when_it_failed() -> Non
     assert numbered.phase == "first-step"
     logged = extract({"logs": [{"source": "rank5", "text": "loss=nan grad_norm=inf\n"}]})
     assert logged.phase == "first-step"
+
+
+def _top(said: str, n: int = 3) -> list[str]:
+    from dsdoctor.kb.diagnosis import diagnose
+
+    lang = "zh" if any("\u4e00" <= ch <= "\u9fff" for ch in said) else "en"
+    return [c["id"] for c in diagnose({"description": said}, lang=lang)["causes"][:n]]
+
+
+def test_an_overflow_now_and_then_at_a_steady_scale_is_read_as_normal() -> None:
+    said = ("fp16 with dynamic loss scaling: every 1000 steps or so one grad overflow is reported and the step is "
+            "skipped, the scale comes back to 65536 each time. Do I need to do anything about it?")
+    assert "s.fp16_overflow_periodic" in extract({"description": said}).symptoms
+    assert _top(said, 1) == ["none.no_fault"]
+    alarming = "after 3000 steps the log reports a grad overflow on every step and the loss scale is cut down to 1"
+    assert "s.fp16_overflow_periodic" not in extract({"description": alarming}).symptoms
+
+
+def test_versions_said_to_differ_between_the_machines_reach_version_mismatch() -> None:
+    for said in ("两台机器的 NCCL 版本不一样，单机都能跑，两机一起跑第一次 all_reduce 就报错",
+                 "each box trains alone, together they crash at the first collective; the cuda versions differ "
+                 "between the two hosts"):
+        assert "s.versions_differ_nodes" in extract({"description": said}).symptoms
+        assert "config.version_mismatch" in _top(said, 2)
+
+
+def test_other_ranks_holding_memory_on_gpu_zero_reach_a_foreign_process() -> None:
+    said = "with 8 ranks on one node, nvidia-smi lists every other rank's process on GPU 0 too, each with ~700 MB"
+    assert "s.oom_other_process_on_gpu" in extract({"description": said}).symptoms
+    assert _top(said, 1) == ["memory.foreign_process_on_gpu"]
+
+
+def test_a_host_that_powers_off_under_load_reaches_a_lost_gpu() -> None:
+    said = "as soon as all four GPUs are at full load the whole server shuts down, and the journal is empty"
+    assert "s.host_reboots_under_load" in extract({"description": said}).symptoms
+    assert "hardware.gpu_lost" in _top(said)
+
+
+def test_a_stalled_multi_process_preprocessing_reaches_the_data_pipeline() -> None:
+    said = "with num_proc=8 the tokenization progress bar sits at 0% forever, so training never starts"
+    x = extract({"description": said})
+    assert "s.stuck_in_data_iterator" in x.symptoms
+    assert "data.loader_hang" in _top(said)
