@@ -431,6 +431,7 @@ class ContextSchema(_Open):
     script = fields.String(allow_none=True)
     launcher = fields.String(allow_none=True)
     config_file = fields.String(allow_none=True)
+    frameworks = fields.List(fields.String())  # pytorch | paddle | ... read from the logs and versions
 
 
 class ConfigFindingSchema(_Open):

@@ -387,7 +387,7 @@ def _context(extraction: Extraction) -> dict[str, Any]:
     c = extraction.context
     return {"precision": c.precision, "zero_stage": c.zero_stage, "offload": c.offload, "nodes": c.nodes,
             "world_size": c.world_size, "gpu": c.gpu, "versions": dict(c.versions), "script": c.script,
-            "launcher": c.launcher, "config_file": c.config_file}
+            "launcher": c.launcher, "config_file": c.config_file, "frameworks": list(c.frameworks)}
 
 
 def _proposal(kb: KnowledgeBase, p, lang: str, extraction: Extraction) -> dict[str, Any]:

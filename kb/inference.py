@@ -199,13 +199,16 @@ def _factor(p: float, state: str, strength: float) -> float:
 def _evidence_symptoms(kb: KnowledgeBase, ev: EvidenceState) -> dict[str, tuple[str, float]]:
     """Every symptom that carries evidence, with its state and strength."""
     scale = engine_settings()["absence_scale"]
+    frameworks = set(ev.context.frameworks)
     out: dict[str, tuple[str, float]] = {}
     for sid, symptom in kb.symptoms.items():
         if sid in ev.present:
             out[sid] = ("present", ev.present[sid])
         elif sid in ev.absent:
             out[sid] = ("absent", ev.absent_strength.get(sid, 1.0))
-        elif symptom.source in ev.supplied and symptom.absent_reliability > 0:
+        elif symptom.source in ev.supplied and symptom.absent_reliability > 0 \
+                and not (frameworks and symptom.printed_by and frameworks.isdisjoint(symptom.printed_by)):
+            # a message only other frameworks print is not missing from this job's logs
             out[sid] = ("unseen", symptom.absent_reliability * scale)
     return out
 

@@ -242,7 +242,7 @@ def _symptom(d: dict[str, Any], entry: Entry) -> Symptom:
         id=d["id"], title=_text(d["title"]), description=_text(d["description"]), kind=d["kind"],
         source=d["source"], severity=d["severity"], leak=d["leak"], absent_reliability=d["absent_reliability"],
         question=_text(d["question"]) if d.get("question") else None, references=list(d["references"]),
-        file=entry.file, line=entry.line, status=d["status"],
+        file=entry.file, line=entry.line, status=d["status"], printed_by=tuple(d.get("printed_by") or ()),
     )
 
 

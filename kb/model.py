@@ -23,6 +23,7 @@ SYMPTOM_KINDS = ("log", "metric", "config", "environment", "derived", "question"
 SYMPTOM_SOURCES = ("logs", "dmesg", "nvidia-smi", "metrics", "config", "environment", "description", "derived")
 #: what a command of an experiment is: a shell line, Python, a ds_config fragment, flags for the launch
 COMMAND_KINDS = ("shell", "python", "config", "args")
+FRAMEWORKS = ("pytorch", "paddle", "mindspore", "tensorflow", "jax")  # what a job may run on
 SEVERITIES = ("error", "warning", "info")
 
 
@@ -105,6 +106,7 @@ class Symptom:
     file: str = ""
     line: int = 0
     status: str = "active"  # active | deprecated (kept so its ID is never reused)
+    printed_by: tuple[str, ...] = ()  # frameworks that print it (empty: any); see inference._evidence_symptoms
 
 
 @dataclass

@@ -19,7 +19,15 @@ from typing import Any
 
 from marshmallow import RAISE, Schema, ValidationError, fields, validate
 
-from dsdoctor.kb.model import COMMAND_KINDS, DOMAINS, PILLARS, SEVERITIES, SYMPTOM_KINDS, SYMPTOM_SOURCES
+from dsdoctor.kb.model import (
+    COMMAND_KINDS,
+    DOMAINS,
+    FRAMEWORKS,
+    PILLARS,
+    SEVERITIES,
+    SYMPTOM_KINDS,
+    SYMPTOM_SOURCES,
+)
 
 FIX_KINDS = ("ds_config", "env", "command", "code", "hardware", "process")
 STATUSES = ("active", "deprecated")
@@ -249,6 +257,10 @@ class SymptomSchema(StrictSchema):
     )
     question = _text_field("{en: '...?', zh: '...？'} for symptoms a person answers (or null)",
                            allow_none=True, load_default=None)
+    printed_by = fields.List(
+        String(validate=_one_of(FRAMEWORKS)), load_default=list,
+        metadata={"hint": "the training frameworks that print this message, e.g. [pytorch]; empty = any. Logs of a "
+                          "job on another framework do not count it as missing"})
     references = _references()
     status = _status()
 

@@ -173,6 +173,7 @@ class Collector:
         self.participants: set[Participant] = set()
         self.world_sizes: list[int] = []
         self.versions: dict[str, dict[str, str]] = {}  # name -> {node or "?": version}
+        self.frameworks: set[str] = set()  # frameworks named by lines only they print (framework markers)
         self.numbers = NumericFacts()
         self.overflow_head: list[Overflow] = []  # the first overflows ...
         self.overflow_tail: deque[Overflow] = deque(maxlen=2048)  # ... and the last ones
@@ -601,6 +602,8 @@ class Collector:
                     per_node = self.versions.setdefault(name.removesuffix("_version"), {})
                     if len(per_node) < 4096:
                         per_node.setdefault(node or f"source:{src.name}", value)
+        elif kind == "framework":
+            self.frameworks.update(name for name, value in groups.items() if value)
         elif kind == "source_dmesg":
             src.kinds.add("dmesg")
         elif kind == "source_nvidia_smi":

@@ -67,6 +67,16 @@ def _versions(environment: dict[str, Any], collector: Collector, extraction: Ext
                           rule="env.nccl_version_differs", fields={"versions": dict(sorted(nccl.items())[:64])})
 
 
+def _frameworks(collector: Collector, settings: Settings, extraction: Extraction) -> None:
+    """The frameworks the job ran on: named by framework marker lines, or implied by a stated version."""
+    found = set(collector.frameworks)
+    stated = {name.lower() for name in extraction.context.versions}
+    for framework, libraries in settings.environment["frameworks"].items():
+        if stated & set(libraries):
+            found.add(framework)
+    extraction.context.frameworks = tuple(sorted(found))
+
+
 def _prerelease(versions: dict[str, str], collector: Collector, settings: Settings) -> None:
     """A nightly, dev / rc release or source build among the stated versions -> ``s.prerelease_version``."""
     pattern = settings.environment["prerelease_pattern"]
@@ -117,6 +127,7 @@ def check(environment: Any, collector: Collector, settings: Settings, extraction
         nodes = max(collector.node_counts)  # NCCL printed nNodes
     extraction.context.nodes = nodes if nodes is not None else (len(real_nodes) or None)
     _versions(env, collector, extraction)
+    _frameworks(collector, settings, extraction)
     _prerelease(extraction.context.versions, collector, settings)
     _gpu(env, collector, settings, extraction)
     node_count = extraction.context.nodes

@@ -94,6 +94,7 @@ class JobContext:
     launcher: str | None = None  # deepspeed | torchrun | accelerate launch | ...
     config_file: str | None = None  # the DeepSpeed config file the launch command names
     launch_env: dict[str, str] = field(default_factory=dict)  # NCCL_* / GLOO_* set for the failing run
+    frameworks: tuple[str, ...] = ()  # pytorch | paddle | ...: what the logs and versions show it ran on (sorted)
 
 
 @dataclass

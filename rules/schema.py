@@ -45,6 +45,7 @@ MARKERS = (
     "world_size",  # a printed world size: world_size field
     "launch_command",  # the job's launch command line: command field (script, launcher, config file)
     "version",  # a printed library version: nccl_version / torch_version / ... fields
+    "framework",  # a line only one training framework prints: a field named after it (paddle, ...)
     "source_dmesg", "source_nvidia_smi",  # content that shows which kind of source a text is
 )
 

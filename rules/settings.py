@@ -67,7 +67,8 @@ _SHAPES: dict[str, dict[str, Any]] = {
                             "validated_since": dict, "deprecated": dict},
     "gpus.yaml": {"pre_ampere": list, "ampere_or_newer": list, "sources": list},
     "environment.yaml": {"aliases": dict, "versions": list, "version_renames": dict, "count_pattern": str,
-                         "machines": list, "prerelease_pattern": str, "prerelease_libraries": list},
+                         "machines": list, "prerelease_pattern": str, "prerelease_libraries": list,
+                         "frameworks": dict},
 }
 
 
