@@ -190,3 +190,18 @@ def test_a_stalled_multi_process_preprocessing_reaches_the_data_pipeline() -> No
     x = extract({"description": said})
     assert "s.stuck_in_data_iterator" in x.symptoms
     assert "data.loader_hang" in _top(said)
+
+
+@pytest.mark.parametrize("text", [
+    "the job dies while loading the model, DeepSpeed's batch check says 32 != 4 * 2 * 2",
+    "初始化时报 AssertionError: Check batch related parameters.",
+])
+def test_the_batch_assertion_retold_in_words_points_at_the_batch_settings(text: str) -> None:
+    assert "s.batch_size_assert" in _seen(text)[0]
+    assert _top(text)[0] == "config.batch_size_mismatch"
+
+
+def test_a_reboot_that_restores_the_network_adapter_is_not_a_gpu_that_needs_one() -> None:
+    assert "s.gpu_needs_reboot" in _seen("the GPUs are gone until we reboot the host")[0]
+    for text in ("the RoCE port stays down until we reboot the host", "GID 表乱了，只有重启机器才能恢复"):
+        assert "s.gpu_needs_reboot" not in _seen(text)[0]
