@@ -345,7 +345,8 @@ def _describe_symptom(kb: KnowledgeBase, sid: str, lang: str) -> dict[str, Any]:
     return {
         "id": sid, "type": "symptom", "status": s.status, "kind": s.kind, "source": s.source, "severity": s.severity,
         "title": s.title.get(lang), "description": s.description.get(lang), "leak": s.leak,
-        "absent_reliability": s.absent_reliability, "question": s.question.get(lang) if s.question else None,
+        "absent_reliability": s.absent_reliability, "printed_by": list(s.printed_by),
+        "question": s.question.get(lang) if s.question else None,
         "mechanisms": [{"id": mid, "strength": w, "title": kb.mechanisms[mid].title.get(lang)} for mid, w in producers],
         "causes": [{"id": cid, "likelihood": round(p, 4), "title": kb.causes[cid].title.get(lang)} for cid, p in causes],
         "references": s.references, "file": s.file, "line": s.line,

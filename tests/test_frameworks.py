@@ -80,3 +80,11 @@ def test_the_diagnosis_shows_the_framework_it_read() -> None:
     shown = diagnose({"logs": [{"source": "rank0", "text": PADDLE_719}]}, kb=get_kb(), top=1)["context"]
     assert shown["frameworks"] == ["paddle"]
     assert diagnose({"logs": [{"source": "rank0", "text": TORCH_719}]}, kb=get_kb(), top=1)["context"]["frameworks"] == []
+
+
+def test_kb_show_says_which_frameworks_print_a_symptom() -> None:
+    from dsdoctor.kb.graph import describe
+
+    kb = get_kb()
+    assert describe(kb, "s.nccl_watchdog_timeout")["printed_by"] == ["pytorch"]
+    assert describe(kb, "s.cuda_oom")["printed_by"] == []
