@@ -49,8 +49,10 @@ def test_paddle_is_read_from_its_source_paths_error_types_and_versions() -> None
 def test_paddle_allocator_oom_is_a_cuda_oom_with_its_figures() -> None:
     text = ("ResourceExhaustedError: \n\nOut of memory error on GPU 3. Cannot allocate 2.000000GB memory on GPU 3, "
             "30.500000GB memory has been allocated and available memory is only 1.250000GB.\n")
-    x = extract({"logs": [{"source": "rank3", "text": text}]})
-    assert "s.cuda_oom" in x.symptoms
+    line = extract({"logs": [{"source": "rank3", "text": text}]}).symptoms["s.cuda_oom"].lines[0]
+    assert line.rule == "oom.paddle_allocator"
+    assert line.fields == {"gpu": 3, "requested": 2 * 1024**3, "allocated": round(30.5 * 1024**3),
+                           "free": round(1.25 * 1024**3)}
 
 
 def test_a_message_only_other_frameworks_print_is_not_missing() -> None:
