@@ -205,3 +205,18 @@ def test_a_reboot_that_restores_the_network_adapter_is_not_a_gpu_that_needs_one(
     assert "s.gpu_needs_reboot" in _seen("the GPUs are gone until we reboot the host")[0]
     for text in ("the RoCE port stays down until we reboot the host", "GID 表乱了，只有重启机器才能恢复"):
         assert "s.gpu_needs_reboot" not in _seen(text)[0]
+
+
+@pytest.mark.parametrize("text", [
+    "we reran it on four separate servers and every one of them shows the same hang",
+    "试了好几台服务器都有这个问题，训练几个小时后卡住",
+])
+def test_the_same_failure_on_separate_machines_is_a_reproduction_not_a_multi_node_job(text: str) -> None:
+    x = extract({"description": text})
+    assert "s.multi_node_job" not in x.symptoms
+    assert ("x.other_hardware_repro", "same_failure", True) in [(o.experiment, o.outcome, o.happened) for o in x.outcomes]
+
+
+def test_a_failure_on_one_machine_only_is_not_told_as_a_reproduction_elsewhere() -> None:
+    x = extract({"description": "it fails on node 3 only, the other machines work fine"})
+    assert not [o for o in x.outcomes if o.outcome == "same_failure"]
