@@ -220,3 +220,19 @@ def test_the_same_failure_on_separate_machines_is_a_reproduction_not_a_multi_nod
 def test_a_failure_on_one_machine_only_is_not_told_as_a_reproduction_elsewhere() -> None:
     x = extract({"description": "it fails on node 3 only, the other machines work fine"})
     assert not [o for o in x.outcomes if o.outcome == "same_failure"]
+
+
+@pytest.mark.parametrize("text", [
+    "we went from ZeRO-2 to ZeRO-3 on 16 GPUs and each card still uses the same memory",
+    "开了 offload 以后每张卡的显存基本没变化，是不是配置没生效",
+])
+def test_memory_that_a_saving_change_did_not_lower_asks_whether_the_setting_took_effect(text: str) -> None:
+    assert "s.memory_not_reduced_as_expected" in _seen(text)[0]
+    top = _top(text)
+    assert "config.ignored_or_invalid_key" in top or "none.no_fault" in top
+
+
+@pytest.mark.parametrize("text", ["是不是 loss 变成 nan 了就会卡住", "有没有人遇到过 loss 变成 nan"])
+def test_an_a_not_a_question_does_not_deny_what_it_asks_about(text: str) -> None:
+    seen, absent = _seen(text)
+    assert "s.loss_nan" in seen and "s.loss_nan" not in absent
