@@ -236,3 +236,20 @@ def test_memory_that_a_saving_change_did_not_lower_asks_whether_the_setting_took
 def test_an_a_not_a_question_does_not_deny_what_it_asks_about(text: str) -> None:
     seen, absent = _seen(text)
     assert "s.loss_nan" in seen and "s.loss_nan" not in absent
+
+
+@pytest.mark.parametrize("text", [
+    "the merge script runs for a while and then the shell just says Killed",
+    "合并权重的脚本跑到一半终端只显示 Killed",
+])
+def test_a_bare_killed_told_in_words_is_a_sigkill(text: str) -> None:
+    assert "s.exit_sigkill" in _seen(text)[0]
+
+
+def test_replica_parameters_that_differ_are_ranks_out_of_sync_but_a_changing_slow_rank_is_not() -> None:
+    assert "s.ranks_out_of_sync" in _seen("训练完对比发现两张卡上的权重竟然不一样")[0]
+    assert "s.ranks_out_of_sync" not in _seen("拖慢整体的那个 rank 每次都不一样")[0]
+
+
+def test_asking_whether_lines_count_as_an_error_asks_if_output_is_normal() -> None:
+    assert "s.asks_if_output_normal" in _seen("NCCL INFO 打印了一大堆，训练照常在跑，这些算报错吗")[0]
