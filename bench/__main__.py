@@ -14,6 +14,7 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("bench.kb_load", [], []),
     ("bench.accuracy", [], []),
     ("bench.corpus", [], []),
+    ("bench.probes", [], []),
     ("bench.simulation", [], []),
     ("bench.latency", [], []),
     ("bench.extract_bench", ["--size-mb", "200"], []),
