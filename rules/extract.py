@@ -12,7 +12,10 @@ Entry points: :func:`extract` (evidence dict + optional log files) and :func:`ex
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
+import json
+import os
 import re
 import threading
 from collections import Counter
@@ -40,6 +43,7 @@ from dsdoctor.rules.context import LEADING_RANK, LineContext, SourceHint, parse_
 from dsdoctor.rules.loader import default_rules
 from dsdoctor.rules.matcher import (
     LineMatcher,
+    cached_file,
     cached_fingerprint,
     cached_matcher,
     hyperscan_expression,
@@ -150,8 +154,7 @@ class _Plan:
         matters, or Python cannot tell)? A region where one hits is never folded (``_Reader._fold``).
         Worked out on first use (~60 ms of regex parsing), so only logs long enough to fold pay for it."""
         if self._risky is None:
-            expressions = [hyperscan_expression(r.pattern).decode("utf-8") for r in self.matcher.rules]
-            self._risky = [not (digit_blind(e) and newline_free(e)) for e in expressions]
+            self._risky = _risky_of([r.pattern for r in self.matcher.rules])
         return self._risky
 
     @property
@@ -735,6 +738,38 @@ class _Reader:
             cache.time, cache.year_known = found
         cache.upto = origin + start
         return (cache.time, cache.year_known) if cache.time is not None else (None, True)
+
+
+# bump when translation to Hyperscan or the shape analysis (rules/shapes.py) changes what a pattern yields
+_RISKY_VERSION = "risky 1"
+
+
+def _risky_of(patterns: list[str]) -> list[bool]:
+    """Per rule pattern: is its Hyperscan expression not both digit-blind and newline-free (``_Plan.risky``)?
+    The answer for a rule set is kept in the disk cache beside the compiled databases (keyed by the
+    patterns' hash and the code's version tag), so a new process pays the regex parsing once per rule
+    set, not once per run."""
+    digest = hashlib.sha256("\0".join([_RISKY_VERSION, *patterns]).encode()).hexdigest()[:24]
+    path = cached_file(f"risky-{digest}.json")
+    if path is not None and path.is_file():
+        try:
+            stored = json.loads(path.read_text())
+            if isinstance(stored, list) and len(stored) == len(patterns) \
+                    and all(isinstance(flag, bool) for flag in stored):
+                return stored
+        except (OSError, ValueError):
+            pass  # a damaged entry is worked out again and rewritten
+    expressions = [hyperscan_expression(p).decode("utf-8") for p in patterns]
+    risky = [not (digit_blind(e) and newline_free(e)) for e in expressions]
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(risky))
+            tmp.replace(path)
+        except OSError:
+            pass
+    return risky
 
 
 def _often(confirmed: dict[str, int], rules: list[Rule], repeat_after: int, ready: set[tuple[int, ...]],

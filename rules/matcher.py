@@ -217,6 +217,11 @@ def configure_disk_cache(directory: Path | None) -> None:
     _DISK_CACHE = Path(directory) if directory is not None else None
 
 
+def cached_file(name: str) -> Path | None:
+    """Where an artefact called ``name`` (its content hash in the name) lives in the disk cache, if one is set."""
+    return _DISK_CACHE / name if _DISK_CACHE is not None else None
+
+
 def _cache_key(rules: Sequence[Rule], utf8: bool) -> str:
     h = hashlib.sha256(f"hyperscan {getattr(hyperscan, '__version__', '?')} utf8={utf8}\n".encode())
     for r in rules:
