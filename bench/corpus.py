@@ -107,6 +107,17 @@ def load_cases(folder: Path, batch: int | None = None) -> list[Case]:
     return out
 
 
+def evidence_texts(folder: Path | None = None) -> list[str]:
+    """The words and log texts of every case's evidence, lower-cased: the strings a check that examples
+    are not corpus sentences must search (not the JSON, where quotes and newlines are escaped)."""
+    out: list[str] = []
+    for case in load_cases(folder or CORPUS_DIR):
+        evidence = case.evidence
+        out.append(str(evidence.get("description") or "").lower())
+        out += [str(log.get("text") or "").lower() for log in evidence.get("logs") or [] if isinstance(log, dict)]
+    return [text for text in out if text]
+
+
 PUBLIC_INCIDENTS = ROOT / "kb" / "data" / "incidents" / "public.jsonl"
 #: lines of a case's logs kept in its public incident's phenomenon
 INCIDENT_LOG_LINES = 30

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
-from pathlib import Path
 
+from bench.corpus import evidence_texts
 from bench.probes import load_probes, rank_of_label
 from dsdoctor.kb.catalog import load_catalog
 from dsdoctor.kb.loader import get_kb
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _has_cjk(text: str) -> bool:
@@ -29,12 +26,8 @@ def test_every_catalog_cause_has_three_probes_in_both_languages() -> None:
 
 
 def test_no_probe_is_a_corpus_sentence() -> None:
-    # the evidence's own strings, not its JSON dump (where quotes and newlines are escaped)
-    texts = []
-    for path in (ROOT / "bench" / "corpus").glob("batch*/*.json"):
-        evidence = json.loads(path.read_text(encoding="utf-8"))["evidence"]
-        texts.append(evidence.get("description", "").lower())
-        texts += [log.get("text", "").lower() for log in evidence.get("logs", [])]
+    texts = evidence_texts()
+    assert len(texts) > 500
     for probe in load_probes():
         assert not any(probe["text"].lower() in text for text in texts), probe["id"]
 

@@ -1,21 +1,17 @@
 """Words read in general (issue 13): negation-shaped words that negate nothing, two releases compared
 in words, and the phrase families added for the misses of batches 1-3.
 
-Every sentence here is written for this test (none is a corpus case's sentence; a test checks it).
+Every sentence here is written for this test (none is a corpus case's sentence; tests/test_examples_independent.py
+checks it).
 """
 
 from __future__ import annotations
-
-import json
-from pathlib import Path
 
 import pytest
 
 from dsdoctor.rules import version_outcomes
 from dsdoctor.rules.extract import extract
 from dsdoctor.rules.testing import run_version_examples
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _seen(text: str) -> tuple[set[str], set[str]]:
@@ -120,14 +116,6 @@ def test_lower_lr_still_diverging_is_read_in_both_languages() -> None:
     for text in ("even with a smaller learning rate the loss still goes to NaN", "学习率调小以后也一样出现 nan"):
         x = extract({"description": text})
         assert ("x.lower_lr_warmup_clip", "still_diverges") in [(o.experiment, o.outcome) for o in x.outcomes]
-
-
-def test_examples_here_are_not_corpus_sentences() -> None:
-    texts = [json.dumps(json.loads(p.read_text()), ensure_ascii=False).lower()
-             for p in sorted((ROOT / "bench" / "corpus").rglob("batch*/*.json"))]
-    match, no_match = version_outcomes.examples()
-    examples = [s for s, _ in match] + no_match
-    assert examples and not [e for e in examples if any(e.lower() in t for t in texts)]
 
 
 def test_a_progressive_slowdown_reaches_throttled_clocks() -> None:
