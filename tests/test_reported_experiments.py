@@ -43,7 +43,14 @@ def test_a_reported_experiment_is_read_as_its_outcome(text, key):
     ("换了 bf16 也没用", "x.switch_fp16_to_bf16=issue_gone"),
 ])
 def test_a_denied_outcome_is_read_as_not_having_happened(text, key):
-    assert _outcomes(text) == {key: False}
+    read = _outcomes(text)
+    assert read[key] is False
+    assert all(happened for k, happened in read.items() if k != key)  # anything else read is said to happen
+
+
+def test_a_remedy_that_did_not_help_is_also_read_as_its_failure_outcome():
+    read = _outcomes("Cutting the learning rate by ten did not help: the loss still explodes at step 900.")
+    assert read == {"x.lower_lr_warmup_clip=stable": False, "x.lower_lr_warmup_clip=still_diverges": True}
 
 
 def test_a_span_across_but_joins_two_statements_and_says_neither():
