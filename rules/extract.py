@@ -15,7 +15,6 @@ import gzip
 import hashlib
 import io
 import json
-import os
 import re
 import threading
 from collections import Counter
@@ -48,6 +47,7 @@ from dsdoctor.rules.matcher import (
     cached_matcher,
     hyperscan_expression,
     relax_bounds,
+    write_cached,
 )
 from dsdoctor.rules.model import Extraction
 from dsdoctor.rules.ruleset import Rule, RuleSet
@@ -762,13 +762,7 @@ def _risky_of(patterns: list[str]) -> list[bool]:
     expressions = [hyperscan_expression(p).decode("utf-8") for p in patterns]
     risky = [not (digit_blind(e) and newline_free(e)) for e in expressions]
     if path is not None:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(risky))
-            tmp.replace(path)
-        except OSError:
-            pass
+        write_cached(path, json.dumps(risky).encode())
     return risky
 
 

@@ -240,14 +240,19 @@ def load_or_compile(rules: Sequence[Rule], *, utf8: bool) -> tuple[hyperscan.Dat
             pass
     db = compile_hyperscan(rules, utf8=utf8)
     if path is not None:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_bytes(hyperscan.dumpb(db))
-            tmp.replace(path)
-        except OSError:
-            pass
+        write_cached(path, hyperscan.dumpb(db))
     return db, None
+
+
+def write_cached(path: Path, data: bytes) -> None:
+    """Write a cache entry atomically (a reader never sees half of it); a cache that cannot be written is skipped."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except OSError:
+        pass
 
 
 _FAST_LIMIT = 2 * LONG_LINE_WINDOW
