@@ -36,6 +36,7 @@ from dsdoctor.rules import (
     metrics,
     model_states,
     phrases,
+    unnamed,
 )
 from dsdoctor.rules.collect import Collector, SourceState
 from dsdoctor.rules.context import LEADING_RANK, LineContext, SourceHint, parse_prefix, source_hint, untimed
@@ -1055,6 +1056,7 @@ def extract(evidence: dict[str, Any] | None, *, log_files: Sequence[tuple[str, P
     launch_env.check(evidence, collector, extraction)
     metrics.read_metrics(evidence.get("metrics"), collector, settings, extraction)
     phrases.read_description(evidence.get("description"), rules, collector, settings, extraction)
+    unnamed.check(evidence.get("description"), _stated_texts(evidence), collector, extraction)
     derive.finish(collector, evidence, settings, extraction)
     return extraction
 
