@@ -1052,11 +1052,12 @@ def extract(evidence: dict[str, Any] | None, *, log_files: Sequence[tuple[str, P
         evidence = {**evidence, "environment": environment}
     config_checks.check(evidence.get("config"), environment, collector, settings, extraction)
     env_checks.check(environment, collector, settings, extraction)
-    model_states.check(_stated_texts(evidence), collector, extraction)
+    stated = _stated_texts(evidence)
+    model_states.check(stated, collector, extraction)
     launch_env.check(evidence, collector, extraction)
     metrics.read_metrics(evidence.get("metrics"), collector, settings, extraction)
     phrases.read_description(evidence.get("description"), rules, collector, settings, extraction)
-    unnamed.check(evidence.get("description"), _stated_texts(evidence), collector, extraction)
+    unnamed.check(evidence.get("description"), stated, collector, extraction)
     derive.finish(collector, evidence, settings, extraction)
     return extraction
 

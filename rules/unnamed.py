@@ -33,13 +33,11 @@ def names(fact: dict[str, Any], text: str) -> bool:
 
 def check(description: Any, texts: list[str], collector: Collector, extraction: Extraction) -> None:
     """A soft "no" for every fact that the stated ``texts`` never name, when a description was given."""
-    if not isinstance(description, str) or not description.strip():
-        return
+    if not isinstance(description, str) or not description.strip() or "config" in extraction.supplied_sources:
+        return  # no words to read, or a config whose own check speaks for its facts
     for fact in facts():
         sid = fact["symptom"]
         if sid in collector.symptoms or sid in collector.decided or sid in extraction.absent:
-            continue
-        if "config" in extraction.supplied_sources:  # the config's own check speaks for it
             continue
         if not any(names(fact, text) for text in texts):
             extraction.absent.add(sid)

@@ -1,5 +1,5 @@
 """Examples are written independently of the corpus (issue 13, point C): no sentence-sized example of a
-phrase rule, a lexicon composition, the version-outcome reader, or a test module that says its
+phrase rule, a lexicon composition, the version-outcome reader, an unnamed fact, or a test module that says its
 sentences are its own is contained verbatim in any corpus case's description or logs.
 
 Machine messages and identifiers are real text by nature ("torch.cuda.OutOfMemoryError", "Extra inputs
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bench.corpus import evidence_texts
-from dsdoctor.rules import version_outcomes
+from dsdoctor.rules import unnamed, version_outcomes
 from dsdoctor.rules.lexicon import load_lexicon
 from dsdoctor.rules.loader import default_rules
 
@@ -82,6 +82,11 @@ def test_lexicon_examples_are_not_corpus_sentences(corpus_texts: list[str]) -> N
 def test_version_outcome_examples_are_not_corpus_sentences(corpus_texts: list[str]) -> None:
     match, no_match = version_outcomes.examples()
     assert _copied([s for s, _ in match] + no_match, corpus_texts) == []
+
+
+def test_unnamed_fact_examples_are_not_corpus_sentences(corpus_texts: list[str]) -> None:
+    examples = [text for fact in unnamed.facts() for kind in ("named", "unnamed") for text in fact["examples"][kind]]
+    assert examples and _copied(examples, corpus_texts) == []
 
 
 def test_sentences_of_test_modules_that_claim_them_are_not_corpus_sentences(corpus_texts: list[str]) -> None:

@@ -1,4 +1,5 @@
-"""Facts a report names whenever they matter (rules/unnamed.py): named nowhere, a soft "no"."""
+"""Facts a report names whenever they matter (rules/unnamed.py): named nowhere, a soft "no". Its
+sentences are our own, never a corpus case's."""
 
 from __future__ import annotations
 
