@@ -20,12 +20,23 @@ from dsdoctor.api import (
     cli_serve,
     cli_token,
 )
-from dsdoctor.api.version import package_version
 from dsdoctor.kb.errors import DsdoctorError, KnowledgeError
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    # the version is read from the distribution's metadata only when asked: importlib.metadata
+    # costs ~15 ms of every command's start-up
+    if not value or ctx.resilient_parsing:
+        return
+    from dsdoctor.api.version import package_version
+
+    click.echo(f"dsdoctor {package_version()}")
+    ctx.exit()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(package_version(), "--version", "-V", prog_name="dsdoctor", message="%(prog)s %(version)s")
+@click.option("--version", "-V", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version and exit.")
 @click.option("--debug", is_flag=True, help="Show the full traceback when a command fails.")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:

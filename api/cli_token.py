@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from dsdoctor.kb.storage.tokens import SCOPES
+from dsdoctor.kb.storage.scopes import SCOPES
 
 
 def _store():

@@ -11,8 +11,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from dsdoctor.kb.errors import DsdoctorError
 
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
@@ -121,5 +119,7 @@ def load_case_dir(folder: Path) -> tuple[dict[str, Any], list[tuple[str, Path]],
     if observations.is_file():
         evidence["observations"] = _read_json(str(observations), "observations")
     expected_file = folder / "expected.yaml"
+    import yaml  # seed cases only: not on the path of every diagnosis
+
     expected = yaml.safe_load(expected_file.read_text(encoding="utf-8")) if expected_file.is_file() else {}
     return evidence, log_files, expected or {}

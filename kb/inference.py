@@ -31,8 +31,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from dsdoctor.kb.graph import cause_likelihoods, noisy_or_likelihood
 from dsdoctor.kb.lru import memo
 from dsdoctor.kb.model import Cause, KnowledgeBase
@@ -47,7 +45,15 @@ SETTINGS_FILE = Path(__file__).with_name("engine.yaml")
 
 @lru_cache(maxsize=1)
 def engine_settings() -> dict[str, float]:
-    """The engine's numeric settings (kb/engine.yaml)."""
+    """The engine's numeric settings (kb/engine.yaml); a snapshot where the CLI keeps them (kb/snapshot.py)."""
+    from dsdoctor.kb import snapshot
+
+    return snapshot.cached("engine", lambda: [SETTINGS_FILE], ("dsdoctor.kb.inference",), _read_engine_settings)
+
+
+def _read_engine_settings() -> dict[str, float]:
+    import yaml  # only on a snapshot miss: the import is ~15 ms of a small diagnosis
+
     with SETTINGS_FILE.open(encoding="utf-8") as fh:
         return {k: float(v) for k, v in yaml.safe_load(fh).items()}
 

@@ -13,14 +13,14 @@ PyYAML's safe constructor in both cases, so only plain data types are ever built
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from functools import cache
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from dsdoctor.kb.errors import Problem
 
-_Base: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+if TYPE_CHECKING:
+    import yaml
 
 
 class LineDict(dict):
@@ -45,16 +45,27 @@ class LineList(list):
         self.item_lines: list[int] = []
 
 
-class StrictLoader(_Base):  # type: ignore[misc, valid-type]
-    """Safe loader that records line numbers and collects duplicate keys as problems."""
+@cache
+def _strict_loader() -> type:
+    """The safe loader that records line numbers and collects duplicate keys as problems. Built on first
+    use: PyYAML is imported only when a file is parsed, not by a process that loads knowledge from a
+    snapshot (kb/snapshot.py) and only needs :class:`LineDict` and :func:`line_of`."""
+    import yaml
 
-    def __init__(self, stream: str, file: str = "<string>") -> None:
-        super().__init__(stream)
-        self.file = file
-        self.problems: list[Problem] = []
+    base: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class StrictLoader(base):  # type: ignore[misc, valid-type]
+        def __init__(self, stream: str, file: str = "<string>") -> None:
+            super().__init__(stream)
+            self.file = file
+            self.problems: list[Problem] = []
+
+    StrictLoader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
+    StrictLoader.add_constructor("tag:yaml.org,2002:seq", _construct_sequence)
+    return StrictLoader
 
 
-def _construct_mapping(loader: StrictLoader, node: yaml.MappingNode) -> LineDict:
+def _construct_mapping(loader: Any, node: yaml.MappingNode) -> LineDict:
     loader.flatten_mapping(node)
     result = LineDict()
     result.line = node.start_mark.line + 1
@@ -77,15 +88,11 @@ def _construct_mapping(loader: StrictLoader, node: yaml.MappingNode) -> LineDict
     return result
 
 
-def _construct_sequence(loader: StrictLoader, node: yaml.SequenceNode) -> LineList:
+def _construct_sequence(loader: Any, node: yaml.SequenceNode) -> LineList:
     result = LineList(loader.construct_object(child, deep=True) for child in node.value)
     result.line = node.start_mark.line + 1
     result.item_lines = [child.start_mark.line + 1 for child in node.value]
     return result
-
-
-StrictLoader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
-StrictLoader.add_constructor("tag:yaml.org,2002:seq", _construct_sequence)
 
 
 def display_path(path: Path | str) -> str:
@@ -98,6 +105,8 @@ def display_path(path: Path | str) -> str:
 
 
 def _yaml_error_problem(file: str, exc: yaml.YAMLError, text: str) -> Problem:
+    import yaml
+
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     line = mark.line + 1 if mark is not None else 1
     if isinstance(exc, yaml.MarkedYAMLError):
@@ -119,7 +128,9 @@ def _yaml_error_problem(file: str, exc: yaml.YAMLError, text: str) -> Problem:
 
 def load_text(text: str, file: str = "<string>") -> tuple[Any, list[Problem]]:
     """Parse one YAML document; return ``(data, problems)``. ``data`` is ``None`` on a syntax error."""
-    loader = StrictLoader(text, file)
+    import yaml
+
+    loader = _strict_loader()(text, file)
     try:
         data = loader.get_single_data()
     except yaml.YAMLError as exc:

@@ -9,13 +9,19 @@ from typing import Any
 
 import re2
 
+from dsdoctor.kb import snapshot
 from dsdoctor.kb.yamlload import load_file
 from dsdoctor.rules.matcher import re2_options
 
 
 @functools.lru_cache(maxsize=16)
 def load(path: Path) -> dict[str, Any]:
-    """The mapping in ``path``, parsed once per process (a broken shipped file is a bug: it raises)."""
+    """The mapping in ``path``, parsed once per process (a broken shipped file is a bug: it raises); a
+    snapshot where the CLI keeps them (kb/snapshot.py), so a small diagnosis does not import PyYAML."""
+    return snapshot.cached(f"data-{path.stem}", lambda: [path], ("dsdoctor.kb.yamlload",), lambda: _parse(path))
+
+
+def _parse(path: Path) -> dict[str, Any]:
     data, problems = load_file(path)
     if problems or not isinstance(data, dict):
         raise ValueError(f"{path}: {problems}")

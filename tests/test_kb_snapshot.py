@@ -82,22 +82,22 @@ def test_the_knowledge_base_pickles_without_its_graph_and_rebuilds_it_on_use():
     assert restored.likelihoods == kb.likelihoods
 
 
-def test_a_small_diagnosis_from_snapshots_imports_neither_networkx_nor_marshmallow_nor_the_store(tmp_path):
+def test_a_small_diagnosis_from_snapshots_imports_neither_networkx_nor_marshmallow_nor_yaml_nor_the_store(tmp_path):
     log = tmp_path / "job.log"
     log.write_text("[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
     script = ("import sys, json\nfrom api.cli import main\nrc = main(['diagnose', sys.argv[1], '--format', 'json'])\n"
-              "print(json.dumps({'rc': rc, 'heavy': sorted(m for m in ('networkx', 'marshmallow', 'whoosh', "
-              "'dsdoctor.kb.incidents.store', 'flask') if m in sys.modules)}))")
+              "print(json.dumps({'rc': rc, 'heavy': sorted(m for m in ('networkx', 'marshmallow', 'whoosh', 'yaml', "
+              "'importlib.metadata', 'dsdoctor.kb.incidents.store', 'flask') if m in sys.modules)}))")
     env = dict(os.environ, DSDOCTOR_HOME=str(tmp_path / "home"), DSDOCTOR_KB_PATH="",
                XDG_CACHE_HOME=str(tmp_path / "cache"))  # the command line's caches go to the user cache
     runs = [subprocess.run([sys.executable, "-c", script, str(log)], cwd=ROOT, env=env, capture_output=True,
                            text=True, timeout=120) for _ in range(2)]
     first, second = (json.loads(r.stdout.strip().splitlines()[-1]) for r in runs)
     assert first["rc"] == second["rc"] == 0, runs[0].stderr
-    assert "marshmallow" in first["heavy"]  # the first run parses and validates the files
+    assert {"marshmallow", "yaml"} <= set(first["heavy"])  # the first run parses and validates the files
     assert second["heavy"] == []
-    assert sorted(p.name.split("-")[0] for p in (tmp_path / "cache" / "dsdoctor").glob("*.pickle")) == \
-        ["kb", "rules", "settings"]
+    assert {p.name.split("-")[0] for p in (tmp_path / "cache" / "dsdoctor").glob("*.pickle")} == \
+        {"data", "engine", "kb", "rules", "settings"}
     assert not (tmp_path / "home").exists()  # and leaves the server's data directory alone
 
 

@@ -23,8 +23,8 @@ from pathlib import Path
 from dsdoctor.kb.errors import DsdoctorError
 from dsdoctor.kb.storage.backend import Backend, SqliteBackend
 from dsdoctor.kb.storage.backend import for_file as backend_for
+from dsdoctor.kb.storage.scopes import SCOPES
 
-SCOPES = ("diagnose", "incidents:read", "incidents:write", "admin")
 TOKEN_PREFIX = "dsd_"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 FILE_NAME = "tokens.db"
