@@ -142,8 +142,7 @@ class _Plan:
         fields = settings.derive["fields"]
         read_names = {*fields["world_size"], *fields["nodes"], *fields["series"]}
         self.lightable = [_lightable(r, read_names) for r in matcher.rules]
-        self.blind = [digit_blind(relax_bounds(r.pattern)) and not anchored
-                      for r, anchored in zip(matcher.rules, matcher.anchored, strict=True)]
+        self._blind: list[bool] | None = None
         self.rank_spans: dict[tuple[int, bytes], tuple[int, int] | None] = {}  # (rule, line shape) -> rank span
         self._risky: list[bool] | None = None
         self._risky_matcher: LineMatcher | object | None = _UNSEEN
@@ -157,6 +156,16 @@ class _Plan:
         if self._risky is None:
             self._risky = _risky_of([r.pattern for r in self.matcher.rules])
         return self._risky
+
+    @property
+    def blind(self) -> list[bool]:
+        """Per rule: does it treat all ten digits alike (rules/shapes.py), so its rank span can be looked up
+        by the line's shape? Worked out on first use and kept in the disk cache like ``risky`` (~40 ms of
+        regex parsing that a small diagnosis, which never reads a light line, used to pay)."""
+        if self._blind is None:
+            flags = _blind_of([r.pattern for r in self.matcher.rules])
+            self._blind = [b and not anchored for b, anchored in zip(flags, self.matcher.anchored, strict=True)]
+        return self._blind
 
     @property
     def risky_matcher(self) -> LineMatcher | None:
@@ -742,29 +751,41 @@ class _Reader:
 
 
 # bump when translation to Hyperscan or the shape analysis (rules/shapes.py) changes what a pattern yields
-_RISKY_VERSION = "risky 1"
+_RISKY_VERSION = "risky 2"
 
 
 def _risky_of(patterns: list[str]) -> list[bool]:
-    """Per rule pattern: is its Hyperscan expression not both digit-blind and newline-free (``_Plan.risky``)?
-    The answer for a rule set is kept in the disk cache beside the compiled databases (keyed by the
-    patterns' hash and the code's version tag), so a new process pays the regex parsing once per rule
-    set, not once per run."""
-    digest = hashlib.sha256("\0".join([_RISKY_VERSION, *patterns]).encode()).hexdigest()[:24]
-    path = cached_file(f"risky-{digest}.json")
+    """Per rule pattern: is its Hyperscan expression not both digit-blind and newline-free (``_Plan.risky``)?"""
+    def risky(pattern: str) -> bool:
+        expression = hyperscan_expression(pattern).decode("utf-8")
+        return not (digit_blind(expression) and newline_free(expression))
+
+    return _cached_flags("risky", patterns, risky)
+
+
+def _blind_of(patterns: list[str]) -> list[bool]:
+    """Per rule pattern: is it digit-blind once its bounds are relaxed (``_Plan.blind``)?"""
+    return _cached_flags("blind", patterns, lambda pattern: digit_blind(relax_bounds(pattern)))
+
+
+def _cached_flags(kind: str, patterns: list[str], flag: Callable[[str], bool]) -> list[bool]:
+    """``flag`` of every pattern. The answer for a rule set is kept in the disk cache beside the compiled
+    databases (keyed by the patterns' hash and the code's version tag), so a new process pays the regex
+    parsing once per rule set, not once per run."""
+    digest = hashlib.sha256("\0".join([_RISKY_VERSION, kind, *patterns]).encode()).hexdigest()[:24]
+    path = cached_file(f"{kind}-{digest}.json")
     if path is not None and path.is_file():
         try:
             stored = json.loads(path.read_text())
             if isinstance(stored, list) and len(stored) == len(patterns) \
-                    and all(isinstance(flag, bool) for flag in stored):
+                    and all(isinstance(value, bool) for value in stored):
                 return stored
         except (OSError, ValueError):
             pass  # a damaged entry is worked out again and rewritten
-    expressions = [hyperscan_expression(p).decode("utf-8") for p in patterns]
-    risky = [not (digit_blind(e) and newline_free(e)) for e in expressions]
+    flags = [flag(p) for p in patterns]
     if path is not None:
-        write_cached(path, json.dumps(risky).encode())
-    return risky
+        write_cached(path, json.dumps(flags).encode())
+    return flags
 
 
 def _often(confirmed: dict[str, int], rules: list[Rule], repeat_after: int, ready: set[tuple[int, ...]],

@@ -267,7 +267,7 @@ def test_rank_captures_read_by_re2_where_the_shape_is_not_trusted(dense_log, mon
     expected = _view(extract({}, log_files=[("job", path)]))
     with monkeypatch.context() as m:
         for plan in list(extract_module._PLANS.values()):
-            m.setattr(plan, "blind", [False] * len(plan.blind))
+            m.setattr(plan, "_blind", [False] * len(plan.blind))
         assert _view(extract({}, log_files=[("job", path)])) == expected
 
 
