@@ -16,6 +16,7 @@ Databases are compiled once per process and rule-set fingerprint, and cached.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -226,13 +227,15 @@ def _cache_key(rules: Sequence[Rule], utf8: bool) -> str:
     # The patterns and this module's own source (where the translation to Hyperscan lives) stand for the
     # expressions: translating ~330 patterns only to name the cache entry cost ~15 ms of every start-up.
     h = hashlib.sha256(f"hyperscan {getattr(hyperscan, '__version__', '?')} utf8={utf8}\n".encode())
-    h.update(_TRANSLATION_SOURCE)
+    h.update(_translation_source())
     for r in rules:
         h.update(f"{r.pattern}\0{hyperscan_flags(r, utf8=utf8)}\n".encode())
     return h.hexdigest()[:24]
 
 
-_TRANSLATION_SOURCE = Path(__file__).read_bytes()
+@functools.cache
+def _translation_source() -> bytes:
+    return Path(__file__).read_bytes()
 
 
 def load_or_compile(rules: Sequence[Rule], *, utf8: bool) -> tuple[hyperscan.Database, hyperscan.Scratch | None]:
